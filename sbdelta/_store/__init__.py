@@ -1,0 +1,1 @@
+"""sbdelta's storage seam: the only code that touches Delta tables (see schema.py)."""

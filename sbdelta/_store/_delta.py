@@ -1,0 +1,167 @@
+"""The seam between sbdelta and Delta: conflict retries, precondition guards, error mapping.
+
+Every state change in sbdelta is ONE Delta operation whose condition carries its precondition.
+When a precondition does not hold, the operation must write nothing; Delta's MERGE has no
+"abort" clause, so a clause that hits a broken precondition evaluates ``raise_error`` with a
+``SBDELTA_GUARD:<code>`` marker: the job fails, the transaction never commits, and
+:func:`guard_code` recovers the code from the exception to raise the matching sbdelta error.
+
+Commit conflicts (Delta's optimistic concurrency) are not errors to the user: :func:`retry`
+repeats the whole read-decide-write step with jittered backoff, and only after it keeps losing
+raises :class:`~sbdelta.exceptions.CommitConflictError` (retryable).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Callable, Optional, TypeVar
+
+from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt,
+                      stop_after_delay, wait_random_exponential)
+
+from ..exceptions import CommitConflictError
+
+log = logging.getLogger("sbdelta")
+T = TypeVar("T")
+
+GUARD_PREFIX = "SBDELTA_GUARD:"
+_GUARD_RE = re.compile(GUARD_PREFIX + r"([A-Za-z_]+)")
+
+# Delta's Python conflict classes share no usable base class; the Java names cover errors that
+# arrive unconverted (for example wrapped in a Py4JJavaError from a JVM call).
+_CONFLICT_NAMES = (
+    "ConcurrentAppendException", "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
+    "ConcurrentWriteException", "MetadataChangedException", "ProtocolChangedException",
+    "DeltaConcurrentModificationException",
+)
+
+
+def _conflict_classes() -> tuple:
+    from delta import exceptions as dx
+
+    return tuple(getattr(dx, name) for name in _CONFLICT_NAMES if hasattr(dx, name))
+
+
+class GuardTripped(Exception):
+    """Internal: a precondition guard aborted a Delta operation; nothing was written."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def guard(code: str) -> str:
+    """A SQL expression that aborts the surrounding Delta operation with ``code``."""
+    return f"raise_error('{GUARD_PREFIX}{code}')"
+
+
+def guard_code(exc: BaseException) -> Optional[str]:
+    """The guard code carried by an exception raised from a guarded operation, if any."""
+    match = _GUARD_RE.search(str(exc))
+    return match.group(1) if match else None
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """True for Delta's optimistic-concurrency conflicts (retry the whole step)."""
+    if isinstance(exc, _conflict_classes()):
+        return True
+    text = str(exc)
+    return any(name in text for name in _CONFLICT_NAMES) and guard_code(exc) is None
+
+
+def run_guarded(action: Callable[[], T]) -> T:
+    """Run one Delta operation, turning a tripped guard into :class:`GuardTripped`."""
+    try:
+        return action()
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it is one of ours
+        code = guard_code(exc)
+        if code is not None and not is_conflict(exc):
+            raise GuardTripped(code) from None
+        raise
+
+
+def retry(step: Callable[[], T], *, what: str, attempts: int = 40,
+          max_seconds: float = 120.0) -> T:
+    """Run ``step`` (read, decide, commit) until it commits without a Delta conflict.
+
+    Args:
+        step: Re-reads whatever it decides on; it is called again from scratch after a conflict.
+        what: Names the operation in logs and in the final error.
+        attempts: At most this many tries.
+        max_seconds: And at most this long in total.
+
+    Raises:
+        CommitConflictError: Still conflicting after every try (retryable).
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(is_conflict),
+        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
+        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        before_sleep=lambda state: log.debug("%s: commit conflict, retry %d", what,
+                                             state.attempt_number),
+        reraise=False,
+    )
+    try:
+        return retrying(step)
+    except RetryError as exc:
+        raise CommitConflictError(
+            f"{what}: still losing to concurrent commits after "
+            f"{exc.last_attempt.attempt_number} attempts; try again") from exc.last_attempt.exception()
+
+
+def merge(spark, target: str, source, clauses: str):
+    """``MERGE INTO delta.`target` AS t USING source AS s <clauses>``; returns the metrics row.
+
+    ``source`` is a DataFrame, exposed under a unique temporary view name for this call.
+    """
+    import uuid
+
+    view = f"sbdelta_src_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    try:
+        rows = run_guarded(lambda: spark.sql(
+            f"MERGE INTO delta.`{target}` AS t USING {view} AS s {clauses}").collect())
+    finally:
+        spark.catalog.dropTempView(view)
+    return rows[0] if rows else None
+
+
+def sql_literal(value) -> str:
+    """A SQL literal for a str, int, bool, None or aware datetime (UTC)."""
+    from datetime import datetime, timezone
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, datetime):
+        text = value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return f"TIMESTAMP '{text}'"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
+
+
+def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
+                 properties: str = "") -> None:
+    """CREATE TABLE IF NOT EXISTS at ``path``; a concurrent creator winning is fine."""
+    from delta.tables import DeltaTable
+
+    statement = f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING delta"
+    if partitioned_by:
+        statement += f" PARTITIONED BY ({partitioned_by})"
+    if properties:
+        statement += f" TBLPROPERTIES ({properties})"
+
+    def step():
+        try:
+            spark.sql(statement)
+        except Exception:  # noqa: BLE001 - another process may have created it first
+            if not DeltaTable.isDeltaTable(spark, path):
+                raise
+
+    retry(step, what=f"create table {path}")

@@ -1,0 +1,136 @@
+"""Registry verbs: the entity registry Delta table (schema in schema.py).
+
+Each write is one Delta operation whose condition carries its precondition, so two processes
+creating, updating or deleting the same entity at once cannot both succeed:
+
+- insert: MERGE on ``key``; a match trips the ``EXISTS`` guard; an optional parent probe row
+  trips ``NO_PARENT`` when the parent is missing in the same snapshot the insert commits on.
+- update: MERGE on ``key``; no match trips ``NOT_FOUND``.
+- delete: one DELETE of the entity and everything below it (a topic's subscriptions and rules).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import List, Optional
+
+from .._clock import from_spark
+from . import schema
+from ._delta import create_table, guard, merge, retry, run_guarded, sql_literal
+
+
+@dataclass(frozen=True)
+class RegistryRow:
+    key: str
+    kind: str
+    name: str
+    parent: Optional[str]
+    location: Optional[str]
+    properties: dict
+    created_at: datetime
+    updated_at: datetime
+
+
+class Registry:
+    """The registry table of one namespace."""
+
+    def __init__(self, spark, path: str) -> None:
+        self.spark = spark
+        self.path = path
+        self._known_to_exist = False
+
+    def ensure(self) -> None:
+        if not self._known_to_exist:
+            create_table(self.spark, self.path, schema.ddl(schema.REGISTRY_COLUMNS),
+                         properties=schema.tblproperties(schema.REGISTRY_PROPERTIES))
+            self._known_to_exist = True
+
+    def _exists(self) -> bool:
+        if not self._known_to_exist:
+            from delta.tables import DeltaTable
+
+            self._known_to_exist = DeltaTable.isDeltaTable(self.spark, self.path)
+        return self._known_to_exist
+
+    def _read(self, where: str) -> List[RegistryRow]:
+        if not self._exists():
+            return []
+        rows = (self.spark.read.format("delta").load(self.path).where(where)
+                .orderBy("key").collect())
+        return [RegistryRow(r.key, r.kind, r.name, r.parent, r.location,
+                            json.loads(r.properties), from_spark(r.created_at),
+                            from_spark(r.updated_at)) for r in rows]
+
+    def get(self, key: str) -> Optional[RegistryRow]:
+        rows = self._read(f"key = {sql_literal(key)}")
+        return rows[0] if rows else None
+
+    def list(self, kind: str, parent: Optional[str] = None) -> List[RegistryRow]:
+        where = f"kind = {sql_literal(kind)}"
+        if parent is not None:
+            where += f" AND parent = {sql_literal(parent)}"
+        return self._read(where)
+
+    def insert(self, rows: List[RegistryRow], *, parent_kind: Optional[str] = None) -> None:
+        """Insert ``rows`` (an entity and its children, e.g. a subscription and ``$Default``).
+
+        Raises GuardTripped('EXISTS') if any key exists, ('NO_PARENT') if the first row's parent
+        is missing; then nothing is written.
+        """
+        self.ensure()
+        row = rows[0]
+        source_rows = [(r.key, r.kind, r.name, r.parent, r.location,
+                        json.dumps(r.properties, sort_keys=True), r.created_at,
+                        r.updated_at, False) for r in rows]
+        if row.parent is not None:
+            source_rows.append((row.parent, parent_kind, None, None, None, None, None, None, True))
+        columns = schema.ddl(schema.REGISTRY_COLUMNS) + ", probe BOOLEAN"
+        names = ", ".join(name for name, _ in schema.REGISTRY_COLUMNS)
+
+        def step():
+            source = self.spark.createDataFrame(source_rows, columns)
+            merge(self.spark, self.path, source, f"""
+                ON t.key = s.key
+                WHEN MATCHED AND s.probe AND t.kind <> s.kind THEN UPDATE SET
+                    t.key = {guard('NO_PARENT')}
+                WHEN MATCHED AND NOT s.probe THEN UPDATE SET t.key = {guard('EXISTS')}
+                WHEN NOT MATCHED AND s.probe THEN INSERT (key) VALUES ({guard('NO_PARENT')})
+                WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({', '.join('s.' + n for n in names.split(', '))})
+            """)
+
+        retry(step, what=f"create {row.kind} {row.name}")
+
+    def update(self, key: str, kind: str, properties: dict, updated_at: datetime) -> None:
+        """Replace the properties of ``key``; GuardTripped('NOT_FOUND') if it is gone."""
+        self.ensure()
+
+        def step():
+            source = self.spark.createDataFrame(
+                [(key, kind, json.dumps(properties, sort_keys=True), updated_at)],
+                "key STRING, kind STRING, properties STRING, updated_at TIMESTAMP")
+            merge(self.spark, self.path, source, f"""
+                ON t.key = s.key AND t.kind = s.kind
+                WHEN MATCHED THEN UPDATE SET t.properties = s.properties,
+                    t.updated_at = s.updated_at
+                WHEN NOT MATCHED THEN INSERT (key) VALUES ({guard('NOT_FOUND')})
+            """)
+
+        retry(step, what=f"update {kind} {key}")
+
+    def delete(self, key: str, kind: str) -> bool:
+        """Delete ``key`` and every entity below it in one commit; False if it did not exist."""
+        if not self._exists():
+            return False
+        condition = f"(key = {sql_literal(key)} AND kind = {sql_literal(kind)})"
+        if kind in ("topic", "subscription"):  # children's keys are "<parent key>:..."
+            prefix = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ":%"
+            condition += f" OR key LIKE {sql_literal(prefix)}"
+
+        def step():
+            rows = run_guarded(lambda: self.spark.sql(
+                f"DELETE FROM delta.`{self.path}` WHERE {condition}").collect())
+            return rows[0].num_affected_rows if rows else 0
+
+        return retry(step, what=f"delete {kind} {key}") > 0

@@ -1,0 +1,42 @@
+"""Every Delta table sbdelta writes, in one place: columns, partitioning, table properties.
+
+Registry (``<root>/_sbdelta/registry``), one row per entity, unpartitioned (it is small and
+written rarely; every write is one MERGE or DELETE whose condition carries its precondition):
+
+    key         STRING     case-folded full path: ``orders``, ``events``,
+                           ``events:subscriptions:all``, ``events:subscriptions:all:rules:$default``
+                           (``:`` is not allowed in names, so a key's children are ``<key>:%``)
+    kind        STRING     queue | topic | subscription | rule
+    name        STRING     the name as the user wrote it (queue/topic path, subscription or rule name)
+    parent      STRING     key of the topic (subscriptions) or subscription (rules), else NULL
+    location    STRING     folder of the entity's tables relative to the root, NULL for rules
+    properties  STRING     JSON of the entity's properties (``to_dict()`` of the *Properties class)
+    created_at  TIMESTAMP  UTC
+    updated_at  TIMESTAMP  UTC
+"""
+
+REGISTRY_COLUMNS = (
+    ("key", "STRING"),
+    ("kind", "STRING"),
+    ("name", "STRING"),
+    ("parent", "STRING"),
+    ("location", "STRING"),
+    ("properties", "STRING"),
+    ("created_at", "TIMESTAMP"),
+    ("updated_at", "TIMESTAMP"),
+)
+
+# Commits to the registry are rare; checkpoints keep its log replay short.
+REGISTRY_PROPERTIES = {
+    "delta.checkpointInterval": "10",
+    "delta.enableDeletionVectors": "false",
+}
+
+
+def ddl(columns) -> str:
+    """``name TYPE, ...`` for CREATE TABLE and createDataFrame schemas."""
+    return ", ".join(f"{name} {kind}" for name, kind in columns)
+
+
+def tblproperties(props) -> str:
+    return ", ".join(f"'{k}' = '{v}'" for k, v in props.items())

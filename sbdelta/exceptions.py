@@ -1,0 +1,129 @@
+"""The sbdelta error tree, named as in azure-servicebus.
+
+Every broker-side failure is a :class:`ServiceBusError`; its ``retryable`` flag says whether the
+same call can succeed if repeated. Client-side misuse (invalid arguments, settling a peeked
+message, a wrong receive mode) raises :class:`ValueError` subclasses, as the Azure SDK does, so
+``except ValueError`` keeps working for callers who validate input themselves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Optional
+
+__all__ = [
+    "ServiceBusError",
+    "ServiceBusConnectionError",
+    "OperationTimeoutError",
+    "MessageLockLostError",
+    "MessageAlreadySettled",
+    "MessageSizeExceededError",
+    "MessageNotFoundError",
+    "MessagingEntityNotFoundError",
+    "MessagingEntityAlreadyExistsError",
+    "MessagingEntityDisabledError",
+    "ServiceBusQuotaExceededError",
+    "CommitConflictError",
+    "ServiceBusInvalidOperationError",
+    "InvalidEntityNameError",
+    "InvalidPropertyError",
+    "ImmutablePropertyError",
+    "ConfigurationError",
+    "SparkSetupError",
+]
+
+
+class ServiceBusError(Exception):
+    """Base of every sbdelta error raised by the broker.
+
+    Attributes:
+        message: What went wrong and, where it helps, what is allowed.
+        retryable: True when repeating the same call may succeed (a conflict, a timeout).
+        tracking_id: A unique id for this failure, to quote in logs and reports (SEND-1).
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, *, retryable: Optional[bool] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+        self.tracking_id = uuid.uuid4().hex
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ServiceBusConnectionError(ServiceBusError):
+    """The namespace's storage cannot be reached (bad URI, missing credentials, I/O failure)."""
+
+    retryable = True
+
+
+class OperationTimeoutError(ServiceBusError):
+    """An operation did not finish in time (for example, lock acquisition kept conflicting)."""
+
+    retryable = True
+
+
+class CommitConflictError(ServiceBusError):
+    """A Delta commit kept losing to concurrent writers after every retry."""
+
+    retryable = True
+
+
+class MessageLockLostError(ServiceBusError):
+    """The lock on a message expired, was never held by this receiver, or was taken over."""
+
+
+class MessageAlreadySettled(ServiceBusError):
+    """The message was already completed, abandoned, dead-lettered or deferred by this client."""
+
+
+class MessageSizeExceededError(ServiceBusError, ValueError):
+    """A message (body plus properties) is larger than the entity allows; nothing was sent."""
+
+
+class MessageNotFoundError(ServiceBusError):
+    """No message with the given sequence number (deferred or scheduled) exists."""
+
+
+class MessagingEntityNotFoundError(ServiceBusError):
+    """The queue, topic, subscription or rule does not exist in the namespace."""
+
+
+class MessagingEntityAlreadyExistsError(ServiceBusError):
+    """An entity of that name already exists in the namespace."""
+
+
+class MessagingEntityDisabledError(ServiceBusError):
+    """The entity's status forbids the operation (Disabled, SendDisabled, ReceiveDisabled)."""
+
+
+class ServiceBusQuotaExceededError(ServiceBusError):
+    """The entity is full (max_size_in_megabytes) or another quota was reached."""
+
+
+class ServiceBusInvalidOperationError(ServiceBusError, ValueError):
+    """The operation is not allowed in this state or with these arguments."""
+
+
+class InvalidEntityNameError(ServiceBusError, ValueError):
+    """An entity name breaks the Service Bus naming rules or would escape the namespace."""
+
+
+class InvalidPropertyError(ServiceBusError, ValueError):
+    """An entity property has a wrong type or a value outside the allowed range."""
+
+
+class ImmutablePropertyError(InvalidPropertyError):
+    """A property fixed at creation (partitioning, sessions) cannot be changed."""
+
+
+class ConfigurationError(ServiceBusError, ValueError):
+    """A namespace configuration file is malformed or names unknown properties."""
+
+
+class SparkSetupError(ServiceBusError):
+    """Spark or Delta cannot be started (no Java, Delta jars unresolvable, no javac)."""

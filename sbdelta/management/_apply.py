@@ -1,0 +1,143 @@
+"""Apply a namespace config: create what is missing, update what changed, report the rest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from ..exceptions import MessagingEntityNotFoundError
+from ._properties import check_update
+
+__all__ = ["ApplyReport", "apply_config"]
+
+_VOLATILE = ("created_at_utc", "updated_at_utc", "accessed_at_utc")
+
+
+@dataclass
+class ApplyReport:
+    """What :func:`apply_config` did: one ``(kind, name, action)`` per entity.
+
+    ``action`` is ``created``, ``updated``, ``unchanged``, ``deleted`` (a ``$Default`` rule the
+    config replaced with its own rules) or ``not in config`` (left alone).
+    """
+
+    namespace: str
+    entries: List[Tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, kind: str, name: str, action: str) -> None:
+        self.entries.append((kind, name, action))
+
+    def count(self, action: str) -> int:
+        return sum(1 for _, _, a in self.entries if a == action)
+
+    @property
+    def changed(self) -> bool:
+        return any(a in ("created", "updated", "deleted") for _, _, a in self.entries)
+
+    def __str__(self) -> str:
+        width = max([len(n) for _, n, _ in self.entries] + [4])
+        lines = [f"namespace {self.namespace}"]
+        lines += [f"  {kind:<12} {name:<{width}}  {action}" for kind, name, action in self.entries]
+        lines.append("  " + ", ".join(f"{self.count(a)} {a}" for a in
+                                      ("created", "updated", "unchanged", "deleted",
+                                       "not in config")))
+        return "\n".join(lines)
+
+
+def _same(a, b) -> bool:
+    strip = lambda p: {k: v for k, v in p.to_dict().items() if k not in _VOLATILE}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def _plan(getter, desired) -> Tuple[str, Optional[object]]:
+    """('create', None) | ('update', current) | ('unchanged', current), checking immutables."""
+    try:
+        current = getter()
+    except MessagingEntityNotFoundError:
+        return "create", None
+    check_update(current, desired)
+    return ("unchanged" if _same(current, desired) else "update"), current
+
+
+def _kwargs(props, *identity: str) -> dict:
+    data = {k: getattr(props, k) for k in props.__dataclass_fields__}
+    for key in (*identity, *_VOLATILE):
+        data.pop(key, None)
+    return data
+
+
+def apply_config(admin, config, *, namespace_name: Optional[str] = None) -> ApplyReport:
+    """Make ``admin``'s namespace match ``config`` (path, dict or NamespaceConfig).
+
+    Every entity is validated and every immutable-property change detected before the first
+    write, so a bad config writes nothing.
+    """
+    from ..config import NamespaceConfig, load_config
+
+    if not isinstance(config, NamespaceConfig):
+        config = load_config(config, namespace=namespace_name)
+
+    steps = []  # (kind, name, action, callable)
+    for q in config.queues:
+        action, _ = _plan(lambda q=q: admin.get_queue(q.name), q)
+        steps.append(("queue", q.name, action, {
+            "create": lambda q=q: admin.create_queue(q.name, **_kwargs(q, "name")),
+            "update": lambda q=q: admin.update_queue(q)}.get(action)))
+    for t in config.topics:
+        tp = t.properties
+        t_action, _ = _plan(lambda tp=tp: admin.get_topic(tp.name), tp)
+        steps.append(("topic", tp.name, t_action, {
+            "create": lambda tp=tp: admin.create_topic(tp.name, **_kwargs(tp, "name")),
+            "update": lambda tp=tp: admin.update_topic(tp)}.get(t_action)))
+        for s in t.subscriptions:
+            sp = s.properties
+            label = f"{tp.name}/{sp.name}"
+            s_action = "create" if t_action == "create" else _plan(
+                lambda sp=sp: admin.get_subscription(tp.name, sp.name), sp)[0]
+            steps.append(("subscription", label, s_action, {
+                "create": lambda tp=tp, sp=sp: admin.create_subscription(
+                    tp.name, sp.name, **_kwargs(sp, "name", "topic_name")),
+                "update": lambda tp=tp, sp=sp: admin.update_subscription(tp.name, sp)
+            }.get(s_action)))
+            steps += _rule_steps(admin, tp.name, sp.name, s.rules, new=s_action == "create")
+    for kind, name, action, run in steps:
+        if run is not None:
+            run()
+    report = ApplyReport(admin.namespace)
+    for kind, name, action, _ in steps:
+        report.add(kind, name, {"create": "created", "update": "updated"}.get(action, action))
+    _report_extras(admin, config, report)
+    return report
+
+
+def _rule_steps(admin, topic: str, sub: str, rules, *, new: bool) -> list:
+    from .._names import entity_key
+
+    steps = []
+    declared = {entity_key(r.name) for r in rules}
+    for r in rules:
+        action = "create" if new else _plan(lambda r=r: admin.get_rule(topic, sub, r.name), r)[0]
+        steps.append(("rule", f"{topic}/{sub}/{r.name}", action, {
+            "create": lambda r=r: admin.create_rule(topic, sub, r.name, filter=r.filter,
+                                                    action=r.action),
+            "update": lambda r=r: admin.update_rule(topic, sub, r)}.get(action)))
+    # Declared rules replace the implicit $Default (true filter), as in Service Bus.
+    if rules and "$default" not in declared:
+        exists = not new and any(entity_key(r.name) == "$default"
+                                 for r in admin.list_rules(topic, sub))
+        if new or exists:
+            steps.append(("rule", f"{topic}/{sub}/$Default", "deleted",
+                          lambda: admin.delete_rule(topic, sub, "$Default")))
+    return steps
+
+
+def _report_extras(admin, config, report: ApplyReport) -> None:
+    from .._names import entity_key
+
+    known = {(k, entity_key(n)) for k, n, _ in report.entries}
+    for q in admin.list_queues():
+        if ("queue", entity_key(q.name)) not in known:
+            report.add("queue", q.name, "not in config")
+    for t in admin.list_topics():
+        if ("topic", entity_key(t.name)) not in known:
+            report.add("topic", t.name, "not in config")

@@ -1,0 +1,307 @@
+"""ServiceBusAdministrationClient: queues, topics, subscriptions and rules of a namespace."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+from .._clock import Clock
+from .._names import entity_key, storage_key, validate_entity_name, validate_entity_path
+from .._namespace import Namespace
+from .._store._delta import GuardTripped
+from .._store.registry import RegistryRow
+from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
+                          MessagingEntityNotFoundError)
+from ._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
+                          TopicProperties, TrueRuleFilter, check_update)
+
+__all__ = ["ServiceBusAdministrationClient"]
+
+_TIMESTAMPS = ("created_at_utc", "updated_at_utc", "accessed_at_utc")
+_IDENTITY = ("name", "topic_name", "subscription_name")
+DEFAULT_RULE = "$Default"
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """Where an entity lives in the registry."""
+
+    kind: str
+    key: str
+    label: str  # for messages: "queue 'orders'", "subscription 'events/all'"
+    parent: Optional[str] = None
+    parent_kind: Optional[str] = None
+
+
+def _queue_ref(name: str) -> _Ref:
+    name = validate_entity_path(name, kind="queue")
+    return _Ref("queue", entity_key(name), f"queue '{name}'")
+
+
+def _topic_ref(name: str) -> _Ref:
+    name = validate_entity_path(name, kind="topic")
+    return _Ref("topic", entity_key(name), f"topic '{name}'")
+
+
+def _subscription_ref(topic_name: str, subscription_name: str) -> _Ref:
+    topic = _topic_ref(topic_name)
+    sub = validate_entity_name(subscription_name, kind="subscription")
+    return _Ref("subscription", f"{topic.key}:subscriptions:{entity_key(sub)}",
+                f"subscription '{topic_name}/{sub}'", topic.key, "topic")
+
+
+def _rule_ref(topic_name: str, subscription_name: str, rule_name: str) -> _Ref:
+    sub = _subscription_ref(topic_name, subscription_name)
+    rule = validate_entity_name(rule_name, kind="rule")
+    return _Ref("rule", f"{sub.key}:rules:{entity_key(rule)}",
+                f"rule '{rule}' of {sub.label}", sub.key, "subscription")
+
+
+def _build(cls, args: tuple, kwargs: Dict[str, Any]):
+    """Construct a *Properties, turning unknown keywords into a clear sbdelta error."""
+    allowed = {f.name for f in dataclasses.fields(cls)} - set(_TIMESTAMPS) - set(_IDENTITY)
+    unknown = sorted(set(kwargs) - allowed)
+    if unknown:
+        raise InvalidPropertyError(
+            f"unknown {cls.__name__} propert{'y' if len(unknown) == 1 else 'ies'} "
+            f"{', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    return cls(*args, **kwargs)
+
+
+class ServiceBusAdministrationClient:
+    """Create, read, update, delete and list the entities of a namespace.
+
+    Names and behaviour follow ``azure.servicebus.management.ServiceBusAdministrationClient``.
+    The registry is a Delta table under the namespace root; every change is one atomic commit
+    whose condition carries its precondition, so concurrent admin clients in different
+    processes cannot create the same entity twice or update a deleted one.
+
+    Args:
+        namespace: A folder path (the embedded default) or any Hadoop file system URI
+            (``abfss://...``, ``s3a://...``, ``dbfs:/...``).
+        spark: The Spark session to use; by default the active one, or a new local one.
+        clock: Broker time (``now() -> aware UTC datetime``); defaults to the system clock.
+
+    Raises:
+        ServiceBusConnectionError: The namespace URI is invalid or cannot be reached.
+    """
+
+    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
+        self._ns = Namespace(namespace, spark=spark, clock=clock)
+
+    @property
+    def namespace(self) -> str:
+        """The namespace root URI."""
+        return self._ns.root
+
+    def __enter__(self) -> "ServiceBusAdministrationClient":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release nothing: the Spark session belongs to the caller or to the process."""
+
+    # -- queues -------------------------------------------------------------------------------
+    def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        """Create a queue; keyword arguments are :class:`QueueProperties` fields.
+
+        Raises:
+            MessagingEntityAlreadyExistsError: A queue of that name exists (names are
+                case-insensitive).
+            InvalidEntityNameError, InvalidPropertyError: Bad name or property; nothing written.
+        """
+        ref = _queue_ref(queue_name)
+        props = _build(QueueProperties, (queue_name,), kwargs)
+        return self._create(ref, props, f"queues/{storage_key(props.name)}")
+
+    def get_queue(self, queue_name: str) -> QueueProperties:
+        """Raises: MessagingEntityNotFoundError."""
+        return self._get(_queue_ref(queue_name), QueueProperties)
+
+    def update_queue(self, queue: Union[QueueProperties, Mapping[str, Any]], **kwargs: Any) -> None:
+        """Update a queue from its properties, changed with ``kwargs``.
+
+        Raises:
+            MessagingEntityNotFoundError: The queue does not exist.
+            ImmutablePropertyError: enable_partitioning or requires_session would change.
+        """
+        self._update(QueueProperties, queue, kwargs, lambda p: _queue_ref(p.name))
+
+    def delete_queue(self, queue_name: str) -> None:
+        """Delete a queue and its messages. Raises: MessagingEntityNotFoundError."""
+        self._delete(_queue_ref(queue_name))
+
+    def list_queues(self) -> List[QueueProperties]:
+        return [self._decode(row, QueueProperties) for row in self._ns.registry.list("queue")]
+
+    # -- topics -------------------------------------------------------------------------------
+    def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        """Create a topic; keyword arguments are :class:`TopicProperties` fields."""
+        ref = _topic_ref(topic_name)
+        props = _build(TopicProperties, (topic_name,), kwargs)
+        return self._create(ref, props, f"topics/{storage_key(props.name)}")
+
+    def get_topic(self, topic_name: str) -> TopicProperties:
+        return self._get(_topic_ref(topic_name), TopicProperties)
+
+    def update_topic(self, topic: Union[TopicProperties, Mapping[str, Any]], **kwargs: Any) -> None:
+        self._update(TopicProperties, topic, kwargs, lambda p: _topic_ref(p.name))
+
+    def delete_topic(self, topic_name: str) -> None:
+        """Delete a topic with its subscriptions and rules."""
+        self._delete(_topic_ref(topic_name))
+
+    def list_topics(self) -> List[TopicProperties]:
+        return [self._decode(row, TopicProperties) for row in self._ns.registry.list("topic")]
+
+    # -- subscriptions ------------------------------------------------------------------------
+    def create_subscription(self, topic_name: str, subscription_name: str,
+                            **kwargs: Any) -> SubscriptionProperties:
+        """Create a subscription with the ``$Default`` rule (true filter), in one commit.
+
+        Raises:
+            MessagingEntityNotFoundError: The topic does not exist.
+            MessagingEntityAlreadyExistsError: The subscription exists.
+        """
+        ref = _subscription_ref(topic_name, subscription_name)
+        props = _build(SubscriptionProperties, (topic_name, subscription_name), kwargs)
+        topic = self._row(_topic_ref(topic_name))
+        location = f"{topic.location}/subscriptions/{storage_key(props.name)}"
+        default_rule = RuleProperties(topic_name, subscription_name, DEFAULT_RULE,
+                                      filter=TrueRuleFilter())
+        return self._create(ref, props, location,
+                            extra=[(_rule_ref(topic_name, subscription_name, DEFAULT_RULE),
+                                    default_rule)])
+
+    def get_subscription(self, topic_name: str, subscription_name: str) -> SubscriptionProperties:
+        return self._get(_subscription_ref(topic_name, subscription_name), SubscriptionProperties)
+
+    def update_subscription(self, topic_name: str,
+                            subscription: Union[SubscriptionProperties, Mapping[str, Any]],
+                            **kwargs: Any) -> None:
+        self._update(SubscriptionProperties, subscription, kwargs,
+                     lambda p: _subscription_ref(topic_name, p.name), topic_name=topic_name)
+
+    def delete_subscription(self, topic_name: str, subscription_name: str) -> None:
+        self._delete(_subscription_ref(topic_name, subscription_name))
+
+    def list_subscriptions(self, topic_name: str) -> List[SubscriptionProperties]:
+        topic = self._row(_topic_ref(topic_name))
+        return [self._decode(row, SubscriptionProperties)
+                for row in self._ns.registry.list("subscription", parent=topic.key)]
+
+    # -- rules --------------------------------------------------------------------------------
+    def create_rule(self, topic_name: str, subscription_name: str, rule_name: str,
+                    **kwargs: Any) -> RuleProperties:
+        """Create a rule (``filter=``, ``action=``) on a subscription."""
+        ref = _rule_ref(topic_name, subscription_name, rule_name)
+        props = _build(RuleProperties, (topic_name, subscription_name, rule_name), kwargs)
+        return self._create(ref, props, None)
+
+    def get_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> RuleProperties:
+        return self._get(_rule_ref(topic_name, subscription_name, rule_name), RuleProperties)
+
+    def update_rule(self, topic_name: str, subscription_name: str,
+                    rule: Union[RuleProperties, Mapping[str, Any]], **kwargs: Any) -> None:
+        self._update(RuleProperties, rule, kwargs,
+                     lambda p: _rule_ref(topic_name, subscription_name, p.name),
+                     topic_name=topic_name, subscription_name=subscription_name)
+
+    def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> None:
+        self._delete(_rule_ref(topic_name, subscription_name, rule_name))
+
+    def list_rules(self, topic_name: str, subscription_name: str) -> List[RuleProperties]:
+        sub = self._row(_subscription_ref(topic_name, subscription_name))
+        return [self._decode(row, RuleProperties)
+                for row in self._ns.registry.list("rule", parent=sub.key)]
+
+    # -- configuration ------------------------------------------------------------------------
+    def apply_config(self, config, *, namespace_name: Optional[str] = None):
+        """Make the namespace match a config (a path, a dict or a NamespaceConfig).
+
+        Missing entities are created, changed ones updated, the rest reported; running it again
+        changes nothing. Every entity is validated before anything is written.
+
+        Returns:
+            An :class:`ApplyReport`: what was created, updated, left alone or removed.
+        """
+        from ._apply import apply_config
+
+        return apply_config(self, config, namespace_name=namespace_name)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _row(self, ref: _Ref) -> RegistryRow:
+        row = self._ns.registry.get(ref.key)
+        if row is None or row.kind != ref.kind:
+            raise MessagingEntityNotFoundError(
+                f"{ref.label} does not exist in namespace {self._ns.root}")
+        return row
+
+    def _get(self, ref: _Ref, cls):
+        return self._decode(self._row(ref), cls)
+
+    @staticmethod
+    def _decode(row: RegistryRow, cls):
+        props = cls.from_dict(row.properties)
+        return dataclasses.replace(props, created_at_utc=row.created_at,
+                                   updated_at_utc=row.updated_at,
+                                   accessed_at_utc=row.updated_at) \
+            if hasattr(props, "accessed_at_utc") else \
+            dataclasses.replace(props, created_at_utc=row.created_at)
+
+    def _create(self, ref: _Ref, props, location_prefix: Optional[str], extra=()):
+        now = self._ns.clock.now()
+        self._ns.ensure_root()
+        location = f"{location_prefix}/{uuid.uuid4().hex[:12]}" if location_prefix else None
+        rows = [self._encode(ref, props, location, now)]
+        rows += [self._encode(r, p, None, now) for r, p in extra]
+        try:
+            self._ns.registry.insert(rows, parent_kind=ref.parent_kind)
+        except GuardTripped as tripped:
+            if tripped.code == "EXISTS":
+                raise MessagingEntityAlreadyExistsError(
+                    f"{ref.label} already exists in namespace {self._ns.root}") from None
+            raise MessagingEntityNotFoundError(
+                f"cannot create {ref.label}: its {ref.parent_kind} does not exist") from None
+        return self._decode(rows[0], type(props))
+
+    def _encode(self, ref: _Ref, props, location: Optional[str], now) -> RegistryRow:
+        data = props.to_dict()
+        for field in _TIMESTAMPS:
+            data.pop(field, None)
+        return RegistryRow(ref.key, ref.kind, props.name, ref.parent, location, data, now, now)
+
+    def _update(self, cls, entity, changes: Dict[str, Any], ref_of, **identity: str) -> None:
+        if isinstance(entity, Mapping):
+            entity = cls.from_dict({**identity, **entity})
+        elif not isinstance(entity, cls):
+            raise InvalidPropertyError(
+                f"expected {cls.__name__} or a mapping, got {type(entity).__name__}")
+        if changes:
+            unknown = set(changes) - {f.name for f in dataclasses.fields(cls)} | (
+                set(changes) & set(_IDENTITY))
+            if unknown:
+                raise InvalidPropertyError(
+                    f"cannot set {', '.join(sorted(unknown))} on {cls.__name__}")
+            entity = dataclasses.replace(entity, **changes)
+        ref = ref_of(entity)
+        current = self._get(ref, cls)
+        check_update(current, entity)
+        data = entity.to_dict()
+        for field in _TIMESTAMPS:
+            data.pop(field, None)
+        try:
+            self._ns.registry.update(ref.key, ref.kind, data, self._ns.clock.now())
+        except GuardTripped:
+            raise MessagingEntityNotFoundError(f"{ref.label} was deleted") from None
+
+    def _delete(self, ref: _Ref) -> None:
+        row = self._row(ref)
+        if not self._ns.registry.delete(ref.key, ref.kind):
+            raise MessagingEntityNotFoundError(f"{ref.label} does not exist")
+        if row.location:
+            self._ns.remove_tree(self._ns.path(row.location))

@@ -1,0 +1,157 @@
+"""ServiceBusAdministrationClient against a real Delta registry."""
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from sbdelta import ManualClock
+from sbdelta.exceptions import (ImmutablePropertyError, InvalidEntityNameError,
+                                InvalidPropertyError, MessagingEntityAlreadyExistsError,
+                                MessagingEntityNotFoundError, ServiceBusConnectionError)
+from sbdelta.management import (CorrelationRuleFilter, EntityStatus, QueueProperties,
+                                ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter,
+                                SubscriptionProperties, TopicProperties, TrueRuleFilter)
+
+
+@pytest.fixture
+def admin(spark, namespace):
+    return ServiceBusAdministrationClient(namespace, spark=spark, clock=ManualClock())
+
+
+def _without_timestamps(props):
+    return {k: v for k, v in props.to_dict().items() if not k.endswith("_at_utc")}
+
+
+def test_queue_defaults_round_trip(admin):
+    created = admin.create_queue("queue.1")
+    fetched = admin.get_queue("queue.1")
+    assert _without_timestamps(created) == _without_timestamps(fetched)
+    assert fetched.lock_duration == timedelta(seconds=30)
+    assert fetched.max_delivery_count == 10
+    assert fetched.default_message_time_to_live is None
+    assert fetched.auto_delete_on_idle is None
+    assert fetched.duplicate_detection_history_time_window == timedelta(minutes=10)
+    assert fetched.max_message_size_in_kilobytes == 256
+    assert fetched.status is EntityStatus.ACTIVE
+    assert fetched.created_at_utc == admin._ns.clock.now()
+
+
+NON_DEFAULT_QUEUE = dict(
+    lock_duration="PT5M", max_delivery_count=1, default_message_time_to_live="P1D",
+    auto_delete_on_idle="PT5M", dead_lettering_on_message_expiration=True,
+    requires_duplicate_detection=True, duplicate_detection_history_time_window="PT20S",
+    requires_session=True, enable_partitioning=True, max_size_in_megabytes=5120,
+    max_message_size_in_kilobytes=1024, forward_to="other", forward_dead_lettered_messages_to="dlq",
+    enable_batched_operations=False, status="SendDisabled", user_metadata="owner=data-eng")
+
+
+def test_every_queue_property_round_trips_through_the_registry(admin):
+    created = admin.create_queue("contoso/x-servicebus-transfer/0", **NON_DEFAULT_QUEUE)
+    fetched = admin.get_queue("contoso/x-servicebus-transfer/0")
+    assert _without_timestamps(fetched) == _without_timestamps(created)
+    expected = QueueProperties("contoso/x-servicebus-transfer/0", **NON_DEFAULT_QUEUE)
+    assert _without_timestamps(fetched) == _without_timestamps(expected)
+
+
+def test_names_are_case_insensitive_and_unique(admin):
+    admin.create_queue("Orders")
+    with pytest.raises(MessagingEntityAlreadyExistsError, match="already exists"):
+        admin.create_queue("orders")
+    assert admin.get_queue("ORDERS").name == "Orders"
+    assert [q.name for q in admin.list_queues()] == ["Orders"]
+
+
+def test_missing_entities_raise_not_found(admin):
+    with pytest.raises(MessagingEntityNotFoundError, match="queue 'nope' does not exist"):
+        admin.get_queue("nope")
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.delete_queue("nope")
+    with pytest.raises(MessagingEntityNotFoundError, match="topic 'nope'"):
+        admin.create_subscription("nope", "s")
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.update_queue(QueueProperties("nope"))
+
+
+def test_bad_input_writes_nothing(admin, namespace):
+    from pathlib import Path
+
+    with pytest.raises(InvalidEntityNameError):
+        admin.create_queue("../escape")
+    with pytest.raises(InvalidEntityNameError):
+        admin.create_queue("/absolute")
+    with pytest.raises(InvalidPropertyError, match="lock_duration"):
+        admin.create_queue("q", lock_duration="PT6M")
+    with pytest.raises(InvalidPropertyError, match="unknown QueueProperties property colour"):
+        admin.create_queue("q", colour="blue")
+    assert not Path(namespace).exists()
+
+
+def test_update_changes_properties_and_refuses_fixed_ones(admin):
+    queue = admin.create_queue("q", enable_partitioning=True)
+    queue.max_delivery_count = 3
+    admin._ns.clock.advance(timedelta(minutes=1))
+    admin.update_queue(queue)
+    fetched = admin.get_queue("q")
+    assert fetched.max_delivery_count == 3
+    assert fetched.updated_at_utc == fetched.created_at_utc + timedelta(minutes=1)
+    with pytest.raises(ImmutablePropertyError, match="enable_partitioning"):
+        admin.update_queue(fetched, enable_partitioning=False)
+    with pytest.raises(ImmutablePropertyError, match="requires_session"):
+        admin.update_queue(fetched, requires_session=True)
+    assert admin.get_queue("q").enable_partitioning is True
+
+
+def test_delete_then_recreate_starts_clean(admin):
+    admin.create_queue("q", max_delivery_count=2)
+    admin.delete_queue("q")
+    assert admin.list_queues() == []
+    assert admin.create_queue("q").max_delivery_count == 10
+
+
+def test_topic_subscription_and_rules(admin):
+    admin.create_topic("events", default_message_time_to_live="PT1H")
+    sub = admin.create_subscription("events", "errors", max_delivery_count=3)
+    assert isinstance(sub, SubscriptionProperties) and sub.topic_name == "events"
+    rules = admin.list_rules("events", "errors")
+    assert [r.name for r in rules] == ["$Default"]
+    assert isinstance(rules[0].filter, TrueRuleFilter)
+
+    admin.create_rule("events", "errors", "severity", filter=SqlRuleFilter("severity = 'error'"),
+                      action=SqlRuleAction("SET routed = true"))
+    admin.create_rule("events", "errors", "invoices",
+                      filter=CorrelationRuleFilter(label="invoice", properties={"region": "eu"}))
+    rule = admin.get_rule("events", "errors", "severity")
+    assert rule.filter.sql_expression == "severity = 'error'"
+    assert rule.action.sql_expression == "SET routed = true"
+    assert admin.get_rule("events", "errors", "invoices").filter.properties == {"region": "eu"}
+    admin.delete_rule("events", "errors", "$Default")
+    assert sorted(r.name for r in admin.list_rules("events", "errors")) == ["invoices", "severity"]
+
+    with pytest.raises(MessagingEntityAlreadyExistsError):
+        admin.create_subscription("events", "ERRORS")
+    assert isinstance(admin.get_topic("events"), TopicProperties)
+    assert [s.name for s in admin.list_subscriptions("events")] == ["errors"]
+
+    admin.delete_topic("events")
+    assert admin.list_topics() == []
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.get_subscription("events", "errors")
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.get_rule("events", "errors", "severity")
+
+
+def test_topic_prefix_does_not_cascade_to_other_topics(admin):
+    admin.create_topic("events")
+    admin.create_topic("events/eu")
+    admin.create_subscription("events/eu", "all")
+    admin.delete_topic("events")
+    assert [t.name for t in admin.list_topics()] == ["events/eu"]
+    assert [s.name for s in admin.list_subscriptions("events/eu")] == ["all"]
+
+
+def test_unreachable_namespace_is_a_connection_error(spark):
+    with pytest.raises(ServiceBusConnectionError, match="cannot reach namespace"):
+        ServiceBusAdministrationClient("nosuchfs://bucket/ns", spark=spark).create_queue("q")
+    with pytest.raises(ServiceBusConnectionError):
+        ServiceBusAdministrationClient("", spark=spark)
