@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -60,7 +61,7 @@ def _plan(getter, desired) -> Tuple[str, Optional[object]]:
 
 
 def _kwargs(props, *identity: str) -> dict:
-    data = {k: getattr(props, k) for k in props.__dataclass_fields__}
+    data = {f.name: getattr(props, f.name) for f in dataclasses.fields(props)}
     for key in (*identity, *_VOLATILE):
         data.pop(key, None)
     return data

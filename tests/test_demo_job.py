@@ -1,0 +1,18 @@
+"""The README's main job (jobs/demo.py) runs end to end and is idempotent."""
+
+from jobs import demo
+
+
+def test_demo_job_applies_sample_config_then_changes_nothing(spark, namespace, capsys):
+    assert demo.main(["--namespace", namespace]) == 0
+    first = capsys.readouterr().out
+    assert "9 created" in first and "queue        orders" in first
+    assert demo.main(["--namespace", namespace]) == 0
+    assert "0 created, 0 updated, 9 unchanged" in capsys.readouterr().out
+
+
+def test_demo_job_reports_a_bad_config_and_exits_1(spark, namespace, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    assert demo.main(["--namespace", namespace, "--config", str(bad)]) == 1
+    assert "demo failed: ConfigurationError" in capsys.readouterr().err
