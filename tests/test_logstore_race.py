@@ -4,6 +4,14 @@ This is the failure that loses commits with Delta's LocalLogStore across process
 issue #683): each writer checks "version N is free" and then renames onto it, and rename(2)
 replaces the other writer's commit. The control case shows the harness catches that; the
 sbdelta case shows the link(2) log store never lets two processes both win a version.
+
+The control (the same race through Delta's LocalLogStore) is timing-dependent on a loaded
+2-core machine, so it is not a CI test; run it by hand:
+
+    .venv/bin/python -m tests.test_logstore_race
+
+It prints how many versions two processes both "won" (one commit lost each time). Seen on
+this machine: 4 of 150 with LocalLogStore in one run, 0 in the next; 0 with sbdelta's store.
 """
 
 import json
@@ -52,8 +60,12 @@ def test_link_log_store_has_exactly_one_winner_per_version(tmp_path):
         assert wins[v] == [stored[v]], f"version {v}: told {wins[v]} they won, file has {stored[v]}"
 
 
-@pytest.mark.multiprocess
-def test_control_default_local_log_store_loses_commits_across_processes(tmp_path):
-    wins, stored = _race(tmp_path, "io.delta.storage.LocalLogStore")
-    lost = sum(len(w) - 1 for w in wins.values())
-    assert lost > 0, "the race did not happen: the harness would not catch a lost commit"
+
+if __name__ == "__main__":
+    import tempfile
+
+    for cls in ("io.delta.storage.LocalLogStore", LOGSTORE_CLASS):
+        with tempfile.TemporaryDirectory() as tmp:
+            wins, _ = _race(Path(tmp), cls)
+            lost = sum(len(w) - 1 for w in wins.values())
+            print(f"{cls}: {lost} of {ROUNDS} versions had more than one 'winner' (lost commits)")

@@ -155,3 +155,26 @@ def test_unreachable_namespace_is_a_connection_error(spark):
         ServiceBusAdministrationClient("nosuchfs://bucket/ns", spark=spark).create_queue("q")
     with pytest.raises(ServiceBusConnectionError):
         ServiceBusAdministrationClient("", spark=spark)
+
+
+def test_every_topic_and_subscription_property_round_trips(admin):
+    topic = admin.create_topic(
+        "telemetry/eu", default_message_time_to_live="PT2H", auto_delete_on_idle="P1D",
+        requires_duplicate_detection=True, duplicate_detection_history_time_window="P7D",
+        enable_partitioning=True, max_size_in_megabytes=2048, max_message_size_in_kilobytes=512,
+        enable_batched_operations=False, status="Disabled", user_metadata="t")
+    assert _without_timestamps(admin.get_topic("telemetry/eu")) == _without_timestamps(topic)
+    sub = admin.create_subscription(
+        "telemetry/eu", "audit", lock_duration="PT10S", max_delivery_count=2,
+        default_message_time_to_live="PT30M", auto_delete_on_idle="PT5M",
+        dead_lettering_on_message_expiration=True,
+        dead_lettering_on_filter_evaluation_exceptions=False, requires_session=True,
+        forward_to="archive", forward_dead_lettered_messages_to="dead",
+        enable_batched_operations=False, status="ReceiveDisabled", user_metadata="s")
+    fetched = admin.get_subscription("telemetry/eu", "audit")
+    assert _without_timestamps(fetched) == _without_timestamps(sub)
+    assert fetched.lock_duration == timedelta(seconds=10)
+    with pytest.raises(ImmutablePropertyError, match="requires_session"):
+        admin.update_subscription("telemetry/eu", fetched, requires_session=False)
+    with pytest.raises(ImmutablePropertyError, match="enable_partitioning"):
+        admin.update_topic(admin.get_topic("telemetry/eu"), enable_partitioning=False)
