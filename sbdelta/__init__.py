@@ -3,9 +3,13 @@
 The whole public API is re-exported here; everything else is private.
 """
 
+from ._autolock import AutoLockRenewer
 from ._clock import Clock, ManualClock, SystemClock
+from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
+                       ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue)
+from ._servicebus import ServiceBusClient, ServiceBusReceiver, ServiceBusSender
 from ._spark import get_spark
-from .exceptions import (CommitConflictError, ConfigurationError, ImmutablePropertyError,
+from .exceptions import (CommitConflictError, ConfigurationError, ImmutablePropertyError, InvalidMessageError, MessageTypeError,
                          InvalidEntityNameError, InvalidPropertyError, MessageAlreadySettled,
                          MessageLockLostError, MessageNotFoundError, MessageSizeExceededError,
                          MessagingEntityAlreadyExistsError, MessagingEntityDisabledError,
@@ -19,6 +23,17 @@ from .management import (EntityStatus, QueueProperties, RuleProperties,
 __version__ = "0.1.0"
 
 __all__ = [
+    # messaging
+    "ServiceBusClient",
+    "ServiceBusSender",
+    "ServiceBusReceiver",
+    "ServiceBusMessage",
+    "ServiceBusReceivedMessage",
+    "ServiceBusMessageBatch",
+    "ServiceBusReceiveMode",
+    "ServiceBusSubQueue",
+    "ServiceBusMessageState",
+    "AutoLockRenewer",
     # management
     "ServiceBusAdministrationClient",
     "QueueProperties",
@@ -40,6 +55,8 @@ __all__ = [
     "MessageAlreadySettled",
     "MessageSizeExceededError",
     "MessageNotFoundError",
+    "MessageTypeError",
+    "InvalidMessageError",
     "MessagingEntityNotFoundError",
     "MessagingEntityAlreadyExistsError",
     "MessagingEntityDisabledError",

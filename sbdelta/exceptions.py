@@ -16,6 +16,8 @@ __all__ = [
     "ServiceBusConnectionError",
     "OperationTimeoutError",
     "MessageLockLostError",
+    "MessageTypeError",
+    "InvalidMessageError",
     "MessageAlreadySettled",
     "MessageSizeExceededError",
     "MessageNotFoundError",
@@ -83,6 +85,14 @@ class MessageAlreadySettled(ServiceBusError):
 
 class MessageSizeExceededError(ServiceBusError, ValueError):
     """A message (body plus properties) is larger than the entity allows; nothing was sent."""
+
+
+class MessageTypeError(ServiceBusError, TypeError):
+    """A message field, application property or message list has a type that is not allowed."""
+
+
+class InvalidMessageError(ServiceBusError, ValueError):
+    """A message field has the right type but a value outside the allowed range."""
 
 
 class MessageNotFoundError(ServiceBusError):

@@ -82,6 +82,11 @@ def run_guarded(action: Callable[[], T]) -> T:
         raise
 
 
+def _should_retry(exc: BaseException) -> bool:
+    """Conflicts, and plans found stale by a ``STALE`` guard, are retried from scratch."""
+    return is_conflict(exc) or (isinstance(exc, GuardTripped) and exc.code == "STALE")
+
+
 def retry(step: Callable[[], T], *, what: str, attempts: int = 40,
           max_seconds: float = 120.0) -> T:
     """Run ``step`` (read, decide, commit) until it commits without a Delta conflict.
@@ -96,7 +101,7 @@ def retry(step: Callable[[], T], *, what: str, attempts: int = 40,
         CommitConflictError: Still conflicting after every try (retryable).
     """
     retrying = Retrying(
-        retry=retry_if_exception(is_conflict),
+        retry=retry_if_exception(_should_retry),
         stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
         wait=wait_random_exponential(multiplier=0.05, max=2.0),
         before_sleep=lambda state: log.debug("%s: commit conflict, retry %d", what,

@@ -1,7 +1,7 @@
 """Entity management, named as in ``azure.servicebus.management``."""
 
 from ._apply import ApplyReport
-from ._client import ServiceBusAdministrationClient
+from ._client import QueueRuntimeProperties, ServiceBusAdministrationClient
 from ._properties import (CorrelationRuleFilter, EntityStatus, FalseRuleFilter, QueueProperties,
                           RuleProperties, SqlRuleAction, SqlRuleFilter, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter)
@@ -10,6 +10,7 @@ __all__ = [
     # client
     "ServiceBusAdministrationClient",
     "ApplyReport",
+    "QueueRuntimeProperties",
     # entity properties
     "QueueProperties",
     "TopicProperties",

@@ -1,0 +1,753 @@
+"""Messages as azure-servicebus models them: what is sent, what is received, and batches.
+
+Everything here is pure Python; nothing touches Spark. A :class:`ServiceBusMessage` checks its
+fields when built and whenever a field is set, so a message that exists can be stored. Application
+properties live in one STRING column, written by :func:`encode_properties` as JSON that keeps
+every value's type (``True`` stays a bool, ``1`` an int, ``1.0`` a float). Plain JSON scalars are
+written as they are, so SQL filters can read them with ``get_json_object``; bytes, datetimes,
+UUIDs and non-finite floats are written as one-key objects (``{"$b": ...}``, ``{"$t": ...}``,
+``{"$u": ...}``, ``{"$f": ...}``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import uuid
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+
+from sbdelta._clock import utc
+from sbdelta._durations import parse_duration
+from sbdelta.exceptions import (InvalidMessageError, InvalidPropertyError,
+                                MessageSizeExceededError, MessageTypeError, ServiceBusError,
+                                ServiceBusInvalidOperationError)
+
+__all__ = [
+    "ServiceBusReceiveMode",
+    "ServiceBusSubQueue",
+    "ServiceBusMessageState",
+    "MessageTypeError",
+    "InvalidMessageError",
+    "MAX_ID_LENGTH",
+    "SYSTEM_STRING_FIELDS",
+    "ServiceBusMessage",
+    "ServiceBusReceivedMessage",
+    "ServiceBusMessageBatch",
+    "encode_properties",
+    "decode_properties",
+    "to_message_list",
+]
+
+
+class ServiceBusReceiveMode(str, Enum):
+    """How a receiver takes messages: locked until settled, or deleted on receipt."""
+
+    PEEK_LOCK = "peeklock"
+    RECEIVE_AND_DELETE = "receiveanddelete"
+
+
+class ServiceBusSubQueue(str, Enum):
+    """The sub-queues of a queue or subscription."""
+
+    DEAD_LETTER = "deadletter"
+    TRANSFER_DEAD_LETTER = "transferdeadletter"
+
+
+class ServiceBusMessageState(int, Enum):
+    """Where a stored message stands: receivable, set aside by defer, or not yet enqueued."""
+
+    ACTIVE = 0
+    DEFERRED = 1
+    SCHEDULED = 2
+
+
+#: The longest message_id, session_id and partition_key Service Bus accepts, in characters.
+MAX_ID_LENGTH = 128
+
+#: The system properties that are strings; each counts towards ``size_in_bytes`` when set.
+SYSTEM_STRING_FIELDS = ("message_id", "session_id", "partition_key", "content_type",
+                        "correlation_id", "subject", "to", "reply_to", "reply_to_session_id")
+
+_ID_FIELDS = frozenset({"message_id", "session_id", "partition_key"})
+
+_INT64_MIN = -(2 ** 63)
+_INT64_MAX = 2 ** 63 - 1
+
+_PROPERTY_TYPES = ("str, int (64-bit), float, bool, bytes, datetime.datetime, uuid.UUID or None")
+
+_BODY_TYPES = "str (stored as UTF-8), bytes, bytearray, memoryview or None (empty body)"
+
+_TTL_ACCEPTED = (
+    "accepted: a datetime.timedelta, an ISO-8601 duration string such as 'PT30S' or 'P1D', or "
+    "a number of seconds (int or float), longer than zero; None uses the entity's "
+    "default_message_time_to_live"
+)
+
+# Anything this long or longer is "unlimited" (TimeSpan.MaxValue), as in _durations.
+_UNLIMITED_SECONDS = timedelta(days=10675199, hours=2, minutes=48, seconds=5).total_seconds()
+
+_REPR_LIMIT = 1024
+
+
+# --- field checks ---------------------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """An aware UTC ``datetime`` (a plain one, not a subclass); naive values are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = utc(moment)
+    if type(moment) is not datetime:  # e.g. pandas.Timestamp: keep only what datetime holds
+        moment = datetime(moment.year, moment.month, moment.day, moment.hour, moment.minute,
+                          moment.second, moment.microsecond, tzinfo=timezone.utc)
+    return moment
+
+
+def _check_body(body: object) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    raise MessageTypeError(f"body has type {_type_name(body)}; allowed: {_BODY_TYPES}")
+
+
+def _check_property_value(key: str, value: object) -> object:
+    """``value`` normalised (plain types, aware UTC datetimes), or an error naming ``key``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise InvalidMessageError(
+                f"application_properties[{key!r}]={value} is outside the 64-bit integer range "
+                f"[-2**63, 2**63 - 1]")
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, datetime):
+        return _as_utc(value)
+    if isinstance(value, uuid.UUID):
+        return value
+    raise MessageTypeError(
+        f"application_properties[{key!r}] has type {_type_name(value)}; allowed: "
+        f"{_PROPERTY_TYPES}")
+
+
+def _check_properties(props: object) -> Optional[Dict[str, Any]]:
+    if props is None:
+        return None
+    if not isinstance(props, Mapping):
+        raise MessageTypeError(
+            f"application_properties has type {_type_name(props)}; allowed: a dict with str keys "
+            f"and values of type {_PROPERTY_TYPES}, or None")
+    out: Dict[str, Any] = {}
+    for key, value in props.items():
+        if not isinstance(key, str):
+            raise MessageTypeError(
+                f"application_properties key {key!r} has type {_type_name(key)}; keys must be str")
+        out[str.__str__(key)] = _check_property_value(key, value)
+    return out
+
+
+def _property_size(key: str, value: object) -> int:
+    value = _check_property_value(key, value)
+    size = len(key.encode("utf-8"))
+    if value is None:
+        return size
+    if isinstance(value, bool):
+        return size + 1
+    if isinstance(value, (int, float, datetime)):
+        return size + 8
+    if isinstance(value, str):
+        return size + len(value.encode("utf-8"))
+    if isinstance(value, bytes):
+        return size + len(value)
+    return size + 16  # uuid.UUID
+
+
+def _check_string(field: str, value: object) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        limit = f" of 1 to {MAX_ID_LENGTH} characters" if field in _ID_FIELDS else ""
+        raise MessageTypeError(
+            f"{field} has type {_type_name(value)}; allowed: a str{limit} or None")
+    value = str.__str__(value)
+    if field in _ID_FIELDS:
+        if not value:
+            raise InvalidMessageError(
+                f"{field} is empty; allowed: a str of 1 to {MAX_ID_LENGTH} characters, or None")
+        if len(value) > MAX_ID_LENGTH:
+            raise InvalidMessageError(
+                f"{field} is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed")
+    return value
+
+
+def _check_part_2(session_id: Optional[str], partition_key: Optional[str]) -> None:
+    if session_id is not None and partition_key is not None and session_id != partition_key:
+        raise ServiceBusInvalidOperationError(
+            f"partition_key={partition_key!r} differs from session_id={session_id!r}: when both "
+            f"are set they must be equal (PART-2); set partition_key=None, or to the session_id")
+
+
+def _check_ttl(value: object) -> Optional[timedelta]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (timedelta, str, int, float)):
+        raise MessageTypeError(f"time_to_live has type {_type_name(value)}; {_TTL_ACCEPTED}")
+    if isinstance(value, str):
+        try:
+            return parse_duration(value, field="time_to_live")
+        except InvalidPropertyError as exc:
+            raise InvalidMessageError(
+                f"time_to_live must be positive and well-formed: {exc.message}; a number of "
+                f"seconds (int or float) is accepted too") from None
+    if isinstance(value, timedelta):
+        td = value
+    else:
+        if math.isnan(value) or value <= 0:
+            raise InvalidMessageError(f"time_to_live must be positive, got {value!r}; "
+                                      f"{_TTL_ACCEPTED}")
+        if value >= _UNLIMITED_SECONDS:
+            return None
+        td = timedelta(seconds=value)
+    if td <= timedelta(0):
+        raise InvalidMessageError(f"time_to_live must be positive, got {value!r}; {_TTL_ACCEPTED}")
+    return parse_duration(td, field="time_to_live")  # TimeSpan.MaxValue or longer -> None
+
+
+def _check_moment(field: str, value: object) -> Optional[datetime]:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise MessageTypeError(
+            f"{field} has type {_type_name(value)}; allowed: a datetime.datetime (naive values "
+            f"are taken as UTC) or None")
+    return _as_utc(value)
+
+
+def _string_property(field: str, doc: str) -> property:
+    attr = "_" + field
+
+    def fget(self: ServiceBusMessage) -> Optional[str]:
+        return getattr(self, attr)
+
+    def fset(self: ServiceBusMessage, value: Optional[str]) -> None:
+        value = _check_string(field, value)
+        if field == "session_id":
+            _check_part_2(value, self._partition_key)
+        elif field == "partition_key":
+            _check_part_2(self._session_id, value)
+        setattr(self, attr, value)
+
+    return property(fget, fset, doc=doc)
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+class ServiceBusMessage:
+    """A message to send: a body, application properties and system properties.
+
+    Every field is checked here and again whenever it is set, as in azure-servicebus.
+
+    Args:
+        body: ``str`` (stored as UTF-8), ``bytes``, ``bytearray``, ``memoryview`` or ``None``
+            (an empty body).
+        application_properties: A dict with ``str`` keys and values of type str, int (64-bit),
+            float, bool, bytes, datetime (naive taken as UTC), uuid.UUID or None.
+        session_id: 1 to 128 characters; must equal ``partition_key`` when both are set (PART-2).
+        message_id: 1 to 128 characters.
+        partition_key: 1 to 128 characters.
+        time_to_live: A timedelta, an ISO-8601 duration string or seconds; longer than zero.
+        scheduled_enqueue_time_utc: When the message becomes visible (naive taken as UTC).
+        content_type, correlation_id, subject, to, reply_to, reply_to_session_id: Any str.
+
+    Raises:
+        MessageTypeError: A field has a type that is not allowed.
+        InvalidMessageError: A field's value is out of range (empty or too long id, TTL <= 0,
+            integer property beyond 64 bits).
+        ServiceBusInvalidOperationError: session_id and partition_key differ (PART-2).
+    """
+
+    def __init__(
+        self,
+        body: Union[str, bytes, bytearray, memoryview, None],
+        *,
+        application_properties: Optional[Mapping[str, Any]] = None,
+        session_id: Optional[str] = None,
+        message_id: Optional[str] = None,
+        partition_key: Optional[str] = None,
+        time_to_live: Union[timedelta, str, int, float, None] = None,
+        scheduled_enqueue_time_utc: Optional[datetime] = None,
+        content_type: Optional[str] = None,
+        correlation_id: Optional[str] = None,
+        subject: Optional[str] = None,
+        to: Optional[str] = None,
+        reply_to: Optional[str] = None,
+        reply_to_session_id: Optional[str] = None,
+    ) -> None:
+        self._body = _check_body(body)
+        for field in SYSTEM_STRING_FIELDS:
+            setattr(self, "_" + field, None)
+        self.application_properties = application_properties
+        self.session_id = session_id
+        self.message_id = message_id
+        self.partition_key = partition_key
+        self.time_to_live = time_to_live
+        self.scheduled_enqueue_time_utc = scheduled_enqueue_time_utc
+        self.content_type = content_type
+        self.correlation_id = correlation_id
+        self.subject = subject
+        self.to = to
+        self.reply_to = reply_to
+        self.reply_to_session_id = reply_to_session_id
+
+    @property
+    def body(self) -> bytes:
+        """The body as bytes (a ``str`` body is its UTF-8 encoding)."""
+        return self._body
+
+    @property
+    def application_properties(self) -> Optional[Dict[str, Any]]:
+        """User properties (a checked copy of what was set; datetimes as aware UTC), or None."""
+        return self._application_properties
+
+    @application_properties.setter
+    def application_properties(self, value: Optional[Mapping[str, Any]]) -> None:
+        self._application_properties = _check_properties(value)
+
+    session_id = _string_property(
+        "session_id", "The session this message belongs to (1 to 128 characters), or None.")
+    message_id = _string_property(
+        "message_id", "The id used by duplicate detection (1 to 128 characters), or None.")
+    partition_key = _string_property(
+        "partition_key", "Chooses the partition (1 to 128 characters; equal to session_id "
+        "when both are set, PART-2), or None.")
+    content_type = _string_property("content_type", "The body's content type, or None.")
+    correlation_id = _string_property("correlation_id", "The correlation id, or None.")
+    subject = _string_property("subject", "An application-specific label, or None.")
+    to = _string_property("to", "The address the message is meant for, or None.")
+    reply_to = _string_property("reply_to", "The entity to reply to, or None.")
+    reply_to_session_id = _string_property(
+        "reply_to_session_id", "The session to reply to, or None.")
+
+    @property
+    def time_to_live(self) -> Optional[timedelta]:
+        """How long the message lives after enqueueing; None uses the entity's default."""
+        return self._time_to_live
+
+    @time_to_live.setter
+    def time_to_live(self, value: Union[timedelta, str, int, float, None]) -> None:
+        self._time_to_live = _check_ttl(value)
+
+    @property
+    def scheduled_enqueue_time_utc(self) -> Optional[datetime]:
+        """When the message becomes visible (aware UTC), or None for "at once"."""
+        return self._scheduled_enqueue_time_utc
+
+    @scheduled_enqueue_time_utc.setter
+    def scheduled_enqueue_time_utc(self, value: Optional[datetime]) -> None:
+        self._scheduled_enqueue_time_utc = _check_moment("scheduled_enqueue_time_utc", value)
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The size checked against the entity's ``max_message_size_in_kilobytes`` (SEND-5).
+
+        The body's length, plus for each application property the UTF-8 length of its key and
+        its value's length (UTF-8 for str, raw for bytes, 8 for int, float and datetime, 1 for
+        bool, 16 for UUID, 0 for None), plus the UTF-8 length of every set system string field.
+        """
+        size = len(self._body)
+        for key, value in (self._application_properties or {}).items():
+            size += _property_size(key, value)
+        for field in SYSTEM_STRING_FIELDS:
+            value = getattr(self, "_" + field)
+            if value is not None:
+                size += len(value.encode("utf-8"))
+        return size
+
+    def __str__(self) -> str:
+        try:
+            return self._body.decode("utf-8")
+        except UnicodeDecodeError:
+            return str(self._body)
+
+    def _repr_fields(self) -> List[str]:
+        return [
+            f"body={self}",
+            f"application_properties={self.application_properties}",
+            f"session_id={self.session_id}",
+            f"message_id={self.message_id}",
+            f"content_type={self.content_type}",
+            f"correlation_id={self.correlation_id}",
+            f"to={self.to}",
+            f"reply_to={self.reply_to}",
+            f"reply_to_session_id={self.reply_to_session_id}",
+            f"subject={self.subject}",
+            f"time_to_live={self.time_to_live}",
+            f"partition_key={self.partition_key}",
+            f"scheduled_enqueue_time_utc={self.scheduled_enqueue_time_utc}",
+        ]
+
+    def __repr__(self) -> str:
+        text = f"{type(self).__name__}({', '.join(self._repr_fields())})"
+        return text[:_REPR_LIMIT]
+
+
+class ServiceBusReceivedMessage(ServiceBusMessage):
+    """A message handed out by a receiver (or a peek), with its broker-assigned properties.
+
+    Built only by :meth:`_from_fields`. Its message fields can still be set (to send it on), as
+    in azure-servicebus; the broker properties are read-only.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("ServiceBusReceivedMessage is built by receivers only "
+                        "(ServiceBusReceivedMessage._from_fields); send a ServiceBusMessage")
+
+    @classmethod
+    def _from_fields(
+        cls,
+        *,
+        sequence_number: int,
+        body: Union[str, bytes, bytearray, memoryview, None] = None,
+        application_properties: Union[Mapping[str, Any], str, None] = None,
+        session_id: Optional[str] = None,
+        message_id: Optional[str] = None,
+        partition_key: Optional[str] = None,
+        time_to_live: Optional[timedelta] = None,
+        scheduled_enqueue_time_utc: Optional[datetime] = None,
+        content_type: Optional[str] = None,
+        correlation_id: Optional[str] = None,
+        subject: Optional[str] = None,
+        to: Optional[str] = None,
+        reply_to: Optional[str] = None,
+        reply_to_session_id: Optional[str] = None,
+        enqueued_time_utc: Optional[datetime] = None,
+        expires_at_utc: Optional[datetime] = None,
+        locked_until_utc: Optional[datetime] = None,
+        lock_token: Union[str, uuid.UUID, None] = None,
+        delivery_count: int = 0,
+        dead_letter_reason: Optional[str] = None,
+        dead_letter_error_description: Optional[str] = None,
+        dead_letter_source: Optional[str] = None,
+        state: Union[ServiceBusMessageState, int] = ServiceBusMessageState.ACTIVE,
+        receive_mode: Union[ServiceBusReceiveMode, str] = ServiceBusReceiveMode.PEEK_LOCK,
+        receiver: object = None,
+        peeked: bool = False,
+    ) -> ServiceBusReceivedMessage:
+        """Build a received message from stored fields, without the send-side checks.
+
+        ``application_properties`` may be the stored JSON text (see :func:`decode_properties`).
+        Datetimes must be aware (convert Spark TIMESTAMPs with ``_clock.from_spark``).
+        ``expires_at_utc`` defaults to ``enqueued_time_utc + time_to_live``.
+        """
+        msg = object.__new__(cls)
+        msg._body = _check_body(body)
+        if isinstance(application_properties, str):
+            application_properties = decode_properties(application_properties)
+        msg._application_properties = (None if application_properties is None
+                                       else dict(application_properties))
+        msg._session_id = session_id
+        msg._message_id = message_id
+        msg._partition_key = partition_key
+        msg._content_type = content_type
+        msg._correlation_id = correlation_id
+        msg._subject = subject
+        msg._to = to
+        msg._reply_to = reply_to
+        msg._reply_to_session_id = reply_to_session_id
+        msg._time_to_live = time_to_live
+        msg._scheduled_enqueue_time_utc = _opt_utc(scheduled_enqueue_time_utc)
+        msg._sequence_number = int(sequence_number)
+        msg._enqueued_time_utc = _opt_utc(enqueued_time_utc)
+        if expires_at_utc is None and enqueued_time_utc is not None and time_to_live is not None:
+            try:
+                expires_at_utc = enqueued_time_utc + time_to_live
+            except OverflowError:
+                expires_at_utc = None
+        msg._expires_at_utc = _opt_utc(expires_at_utc)
+        msg._lock_token = None
+        msg._locked_until_utc = None
+        msg._set_lock(lock_token, locked_until_utc)
+        msg._delivery_count = int(delivery_count)
+        msg._dead_letter_reason = dead_letter_reason
+        msg._dead_letter_error_description = dead_letter_error_description
+        msg._dead_letter_source = dead_letter_source
+        msg._state = ServiceBusMessageState(state)
+        msg._receive_mode = ServiceBusReceiveMode(receive_mode)
+        msg._receiver = receiver
+        msg._peeked = bool(peeked)
+        msg._settled = False
+        return msg
+
+    def _set_lock(self, lock_token: Union[str, uuid.UUID, None],
+                  locked_until: Optional[datetime]) -> None:
+        """Record the lock this receiver holds (or ``None, None`` when there is none)."""
+        self._lock_token = None if lock_token is None else str(lock_token)
+        self._locked_until_utc = _opt_utc(locked_until)
+
+    @property
+    def sequence_number(self) -> int:
+        """The unique, increasing number the broker gave the message."""
+        return self._sequence_number
+
+    @property
+    def enqueued_sequence_number(self) -> int:
+        """The same as :attr:`sequence_number` (no auto-forwarding renumbers messages here)."""
+        return self._sequence_number
+
+    @property
+    def enqueued_time_utc(self) -> Optional[datetime]:
+        """When the message was enqueued (aware UTC)."""
+        return self._enqueued_time_utc
+
+    @property
+    def expires_at_utc(self) -> Optional[datetime]:
+        """When the message expires (aware UTC), or None if it never does."""
+        return self._expires_at_utc
+
+    @property
+    def locked_until_utc(self) -> Optional[datetime]:
+        """When this receiver's lock ends (aware UTC); None when peeked or received-and-deleted."""
+        return self._locked_until_utc
+
+    @property
+    def lock_token(self) -> Optional[str]:
+        """The lock's token; None when peeked or received-and-deleted."""
+        return self._lock_token
+
+    @property
+    def delivery_count(self) -> int:
+        """How many times the message was handed out under a lock."""
+        return self._delivery_count
+
+    @property
+    def dead_letter_reason(self) -> Optional[str]:
+        """Why the message was dead-lettered, or None."""
+        return self._dead_letter_reason
+
+    @property
+    def dead_letter_error_description(self) -> Optional[str]:
+        """The dead-lettering description, or None."""
+        return self._dead_letter_error_description
+
+    @property
+    def dead_letter_source(self) -> Optional[str]:
+        """The entity the message was dead-lettered from, or None."""
+        return self._dead_letter_source
+
+    @property
+    def state(self) -> ServiceBusMessageState:
+        """ACTIVE, DEFERRED or SCHEDULED."""
+        return self._state
+
+    def _repr_fields(self) -> List[str]:
+        return super()._repr_fields() + [
+            f"dead_letter_error_description={self.dead_letter_error_description}",
+            f"dead_letter_reason={self.dead_letter_reason}",
+            f"dead_letter_source={self.dead_letter_source}",
+            f"delivery_count={self.delivery_count}",
+            f"enqueued_sequence_number={self.enqueued_sequence_number}",
+            f"enqueued_time_utc={self.enqueued_time_utc}",
+            f"expires_at_utc={self.expires_at_utc}",
+            f"sequence_number={self.sequence_number}",
+            f"lock_token={self.lock_token}",
+            f"locked_until_utc={self.locked_until_utc}",
+            f"state={self.state.name}",
+        ]
+
+
+def _opt_utc(moment: Optional[datetime]) -> Optional[datetime]:
+    return None if moment is None else utc(moment)
+
+
+# --- batches and message lists --------------------------------------------------------------
+
+
+class ServiceBusMessageBatch:
+    """Messages sent together, all or nothing, whose sizes add up to at most a limit.
+
+    Sizes are :attr:`ServiceBusMessage.size_in_bytes`, taken when each message is added.
+
+    Args:
+        max_size_in_bytes: The limit for the sum of the messages' sizes (a positive int).
+    """
+
+    def __init__(self, max_size_in_bytes: int) -> None:
+        if isinstance(max_size_in_bytes, bool) or not isinstance(max_size_in_bytes, int):
+            raise MessageTypeError(f"max_size_in_bytes has type {_type_name(max_size_in_bytes)}; "
+                                   f"allowed: a positive int")
+        if max_size_in_bytes <= 0:
+            raise InvalidMessageError(
+                f"max_size_in_bytes={max_size_in_bytes}; allowed: a positive int")
+        self._max_size_in_bytes = int(max_size_in_bytes)
+        self._size_in_bytes = 0
+        self._messages: List[ServiceBusMessage] = []
+
+    @property
+    def max_size_in_bytes(self) -> int:
+        """The most the messages' sizes may add up to."""
+        return self._max_size_in_bytes
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The sum of the added messages' sizes."""
+        return self._size_in_bytes
+
+    @property
+    def messages(self) -> List[ServiceBusMessage]:
+        """A copy of the list of added messages, in order."""
+        return list(self._messages)
+
+    def add_message(self, message: ServiceBusMessage) -> None:
+        """Append ``message``.
+
+        Raises:
+            MessageTypeError: ``message`` is not a ServiceBusMessage.
+            MessageSizeExceededError: The batch would exceed ``max_size_in_bytes``; the batch is
+                unchanged (send it and start another).
+        """
+        if not isinstance(message, ServiceBusMessage):
+            raise MessageTypeError(f"a batch holds ServiceBusMessage objects, got "
+                                   f"{_type_name(message)}")
+        size = message.size_in_bytes
+        if self._size_in_bytes + size > self._max_size_in_bytes:
+            raise MessageSizeExceededError(
+                f"a message of {size} bytes does not fit in the batch: it holds "
+                f"{len(self._messages)} messages of {self._size_in_bytes} bytes and "
+                f"max_size_in_bytes is {self._max_size_in_bytes} "
+                f"({self._size_in_bytes} + {size} > {self._max_size_in_bytes}); send this batch "
+                f"and add the message to a new one")
+        self._messages.append(message)
+        self._size_in_bytes += size
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __repr__(self) -> str:
+        return (f"ServiceBusMessageBatch(max_size_in_bytes={self._max_size_in_bytes}, "
+                f"message_count={len(self._messages)}, size_in_bytes={self._size_in_bytes})")
+
+
+def to_message_list(
+    messages: Union[ServiceBusMessage, Iterable[ServiceBusMessage], ServiceBusMessageBatch],
+) -> List[ServiceBusMessage]:
+    """The messages to send, from one message, a list or tuple of them, or a batch.
+
+    Raises:
+        MessageTypeError: For any other argument, or an element that is not a ServiceBusMessage
+            (the error names its index). An empty list gives ``[]``.
+    """
+    if isinstance(messages, ServiceBusMessage):
+        return [messages]
+    if isinstance(messages, ServiceBusMessageBatch):
+        return messages.messages
+    if not isinstance(messages, (list, tuple)):
+        raise MessageTypeError(
+            f"messages has type {_type_name(messages)}; allowed: a ServiceBusMessage, a list or "
+            f"tuple of them, or a ServiceBusMessageBatch")
+    for index, item in enumerate(messages):
+        if not isinstance(item, ServiceBusMessage):
+            raise MessageTypeError(
+                f"messages[{index}] has type {_type_name(item)}; every element must be a "
+                f"ServiceBusMessage")
+    return list(messages)
+
+
+# --- application property codec -------------------------------------------------------------
+
+
+def _encode_value(key: str, value: object) -> object:
+    value = _check_property_value(key, value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"$f": repr(value)}  # 'nan', 'inf', '-inf': strict JSON has no such numbers
+    if isinstance(value, bytes):
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, datetime):
+        return {"$t": value.isoformat()}
+    if isinstance(value, uuid.UUID):
+        return {"$u": str(value)}
+    return value
+
+
+def encode_properties(props: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Application properties as type-preserving JSON with sorted keys, for a STRING column.
+
+    str, int, finite float, bool and None are plain JSON values; bytes are ``{"$b": base64}``,
+    datetimes ``{"$t": ISO-8601 in UTC}`` (naive taken as UTC), UUIDs ``{"$u": text}``, and
+    NaN and infinities ``{"$f": "nan" | "inf" | "-inf"}``. ``None`` gives ``None``; an empty dict
+    gives ``"{}"``.
+
+    Raises:
+        MessageTypeError, InvalidMessageError: As for ``ServiceBusMessage.application_properties``.
+    """
+    checked = _check_properties(props)
+    if checked is None:
+        return None
+    encoded = {key: _encode_value(key, value) for key, value in checked.items()}
+    return json.dumps(encoded, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def _decode_value(key: str, value: object) -> object:
+    if not isinstance(value, dict):
+        if isinstance(value, list):
+            raise InvalidMessageError(f"stored application property {key!r} is a JSON array")
+        return value
+    if len(value) != 1:
+        raise InvalidMessageError(f"stored application property {key!r} is not a tagged value: "
+                                  f"{value!r}")
+    ((tag, text),) = value.items()
+    try:
+        if tag == "$b":
+            return base64.b64decode(text, validate=True)
+        if tag == "$t":
+            return utc(datetime.fromisoformat(text))
+        if tag == "$u":
+            return uuid.UUID(text)
+        if tag == "$f":
+            return float(text)
+    except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
+        raise InvalidMessageError(
+            f"stored application property {key!r} has a bad {tag} value {text!r}: {exc}") from None
+    raise InvalidMessageError(f"stored application property {key!r} has an unknown tag {tag!r}; "
+                              f"known: $b, $t, $u, $f")
+
+
+def decode_properties(text: Optional[str]) -> Dict[str, Any]:
+    """Application properties from :func:`encode_properties` text; ``None`` gives ``{}``.
+
+    Raises:
+        MessageTypeError: ``text`` is not a str or None.
+        InvalidMessageError: ``text`` is not JSON written by :func:`encode_properties`.
+    """
+    if text is None:
+        return {}
+    if not isinstance(text, str):
+        raise MessageTypeError(f"stored application properties have type {_type_name(text)}; "
+                               f"expected JSON text or None")
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise InvalidMessageError(f"stored application properties are not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InvalidMessageError(
+            f"stored application properties are a JSON {_type_name(raw)}, not an object")
+    return {key: _decode_value(key, value) for key, value in raw.items()}

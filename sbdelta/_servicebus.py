@@ -1,0 +1,722 @@
+"""ServiceBusClient, its senders and receivers: the messaging API, as in azure-servicebus.
+
+Time: every broker decision (lock expiry, TTL, schedules, duplicate windows) uses the client's
+``clock``; only waiting for messages (``max_wait_time``) uses real monotonic time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+import zlib
+from datetime import datetime, timedelta
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+
+from ._clock import Clock, from_spark, utc
+from ._entity import Entity, EntityResolver
+from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
+                       ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue,
+                       decode_properties, encode_properties, to_message_list)
+from ._namespace import Namespace
+from ._store._delta import GuardTripped, retry
+from ._store.messages import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
+                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, SCHEDULED, DLQ_POLICY,
+                              MessageStore, key_sql, lock_token_prefix, msg_key, partition_of,
+                              seq_of_token, seq_of_token_sql, PID_SHIFT, VERSION_SHIFT)
+from ._store.schema import ddl
+from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
+                         MessageSizeExceededError, ServiceBusError,
+                         ServiceBusInvalidOperationError)
+
+__all__ = ["ServiceBusClient", "ServiceBusSender", "ServiceBusReceiver"]
+
+_INBOX_NAMES = [name for name, _ in INBOX_COLUMNS]
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ServiceBusInvalidOperationError(
+            f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _wait_seconds(value: Any, name: str) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ServiceBusInvalidOperationError(
+            f"{name} must be None or a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class ServiceBusClient:
+    """Entry point for sending and receiving on one namespace.
+
+    Args:
+        namespace: The namespace root (local folder or Hadoop URI).
+        spark: The SparkSession to use; default: the active one with Delta, else a local one.
+        clock: Broker time, any object with ``now() -> aware UTC datetime``.
+    """
+
+    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
+        self._ns = Namespace(namespace, spark=spark, clock=clock)
+        self._entities = EntityResolver(self._ns)
+        self._closed = False
+
+    @property
+    def namespace(self) -> str:
+        return self._ns.root
+
+    @property
+    def spark(self):
+        return self._ns.spark
+
+    def __enter__(self) -> "ServiceBusClient":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the client (the Spark session is left running: it is not the client's)."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ServiceBusInvalidOperationError("this ServiceBusClient is closed")
+
+    def get_queue_sender(self, queue_name: str) -> "ServiceBusSender":
+        """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing)."""
+        self._check_open()
+        self._entities.queue(queue_name)
+        return ServiceBusSender(self, queue_name)
+
+    def get_queue_receiver(self, queue_name: str, *,
+                           receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
+                           sub_queue: Optional[ServiceBusSubQueue] = None,
+                           max_wait_time: Optional[float] = None,
+                           prefetch_count: int = 0) -> "ServiceBusReceiver":
+        """A receiver for ``queue_name`` or, with ``sub_queue=DEAD_LETTER``, its dead-letter queue.
+
+        ``max_wait_time`` (seconds) is how long a receive waits for the first message; None
+        means one look and return. ``prefetch_count`` is accepted for compatibility: receives
+        are batch reads already, so there is nothing to prefetch.
+        """
+        self._check_open()
+        try:
+            mode = ServiceBusReceiveMode(receive_mode)
+        except ValueError:
+            raise ServiceBusInvalidOperationError(
+                f"receive_mode must be ServiceBusReceiveMode.PEEK_LOCK or RECEIVE_AND_DELETE, "
+                f"got {receive_mode!r}") from None
+        if sub_queue is not None:
+            try:
+                sub_queue = ServiceBusSubQueue(sub_queue)
+            except ValueError:
+                raise ServiceBusInvalidOperationError(
+                    f"sub_queue must be None or ServiceBusSubQueue.DEAD_LETTER, got {sub_queue!r}"
+                ) from None
+            if sub_queue is not ServiceBusSubQueue.DEAD_LETTER:
+                raise ServiceBusInvalidOperationError(
+                    "only ServiceBusSubQueue.DEAD_LETTER exists here: sbdelta has no transfer "
+                    "dead-letter queue (forwarding failures are dead-lettered normally)")
+        if isinstance(prefetch_count, bool) or not isinstance(prefetch_count, int) \
+                or prefetch_count < 0:
+            raise ServiceBusInvalidOperationError(
+                f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
+        self._entities.queue(queue_name)
+        return ServiceBusReceiver(self, queue_name, mode, sub_queue,
+                                  _wait_seconds(max_wait_time, "max_wait_time"))
+
+
+class ServiceBusSender:
+    """Sends to one queue. Every send is one Delta commit: all of it or nothing (SEND-1/2)."""
+
+    def __init__(self, client: ServiceBusClient, queue_name: str) -> None:
+        self._client = client
+        self._name = queue_name
+        self._round_robin = itertools.count(random.randrange(1 << 16))
+
+    @property
+    def entity_name(self) -> str:
+        return self._name
+
+    def __enter__(self) -> "ServiceBusSender":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def _entity(self) -> Entity:
+        self._client._check_open()
+        entity = self._client._entities.queue(self._name)
+        entity.check_send()
+        return entity
+
+    def create_message_batch(self, max_size_in_bytes: Optional[int] = None) -> ServiceBusMessageBatch:
+        """An empty batch; at most the queue's max message size unless a smaller one is given."""
+        limit = self._entity().max_message_size
+        if max_size_in_bytes is not None:
+            size = _positive_int(max_size_in_bytes, "max_size_in_bytes")
+            if size > limit:
+                raise ValueError(
+                    f"max_size_in_bytes {size} is larger than the queue allows ({limit} bytes)")
+            limit = size
+        return ServiceBusMessageBatch(limit)
+
+    # -- rows ----------------------------------------------------------------------------------
+    def _partition(self, message: ServiceBusMessage, entity: Entity) -> int:
+        partitions = entity.store.partitions
+        if partitions == 1:
+            return 0
+        # PART-2: SessionId, then PartitionKey, then MessageId under duplicate detection.
+        key = message.session_id or message.partition_key
+        if key is None and entity.properties.requires_duplicate_detection:
+            key = message.message_id
+        if key is None:
+            return next(self._round_robin) % partitions
+        return zlib.crc32(key.encode("utf-8")) % partitions
+
+    def _rows(self, messages: List[ServiceBusMessage], entity: Entity, now: datetime,
+              schedule: Optional[datetime] = None):
+        limit = entity.max_message_size
+        default_ttl = entity.properties.default_message_time_to_live
+        counters: Dict[int, int] = {}
+        rows, pids = [], []
+        for position, message in enumerate(messages):
+            size = message.size_in_bytes
+            if size > limit:
+                raise MessageSizeExceededError(
+                    f"message {position} is {size} bytes; queue '{entity.name}' accepts at most "
+                    f"{limit} bytes (max_message_size_in_kilobytes="
+                    f"{entity.properties.max_message_size_in_kilobytes}, body plus properties). "
+                    "Nothing was sent")
+            scheduled = schedule or message.scheduled_enqueue_time_utc
+            scheduled = utc(scheduled) if scheduled is not None else None
+            enqueued = scheduled if scheduled is not None and scheduled > now else now
+            ttl = message.time_to_live
+            if ttl is not None and default_ttl is not None:
+                ttl = min(ttl, default_ttl)  # TTL-3: the entity default caps longer TTLs
+            expires = enqueued + ttl if ttl is not None else None  # TTL-1/2/7
+            pid = self._partition(message, entity)
+            idx = counters.get(pid, 0)
+            if idx >= MAX_ROWS_PER_PARTITION_PER_COMMIT:
+                raise ServiceBusInvalidOperationError(
+                    f"at most {MAX_ROWS_PER_PARTITION_PER_COMMIT} messages per partition fit in "
+                    "one send; split the batch")
+            counters[pid] = idx + 1
+            pids.append(pid)
+            rows.append((pid, idx, MSG, message.message_id, bytearray(message.body),
+                         encode_properties(message.application_properties), message.session_id,
+                         message.partition_key, message.content_type, message.correlation_id,
+                         message.subject, message.to, message.reply_to,
+                         message.reply_to_session_id,
+                         None if ttl is None else int(ttl / timedelta(milliseconds=1)),
+                         enqueued, scheduled if scheduled is not None and scheduled > now else None,
+                         expires, size))
+        return rows
+
+    def _write(self, messages: List[ServiceBusMessage], *, schedule: Optional[datetime] = None,
+               need_seqs: bool = False) -> List[int]:
+        entity = self._entity()
+        if not messages:
+            return []
+        now = self._client._ns.clock.now()
+        rows = self._rows(messages, entity, now, schedule)
+        spark = self._client.spark
+        df = spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
+        version = entity.store.append(df, need_version=need_seqs)
+        if not need_seqs:
+            return []
+        return [(r[0] << PID_SHIFT) | (version << VERSION_SHIFT) | r[1] for r in rows]
+
+    # -- API -----------------------------------------------------------------------------------
+    def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
+                                           ServiceBusMessageBatch], *,
+                      timeout: Optional[float] = None) -> None:
+        """Send one message, a list, or a batch, in ONE commit (all or nothing).
+
+        Raises:
+            MessageSizeExceededError: a message is larger than the queue allows.
+            MessagingEntityDisabledError: the queue is Disabled or SendDisabled.
+            MessageTypeError / InvalidMessageError: not messages, or invalid fields.
+        """
+        self._write(to_message_list(message))
+
+    def schedule_messages(self, messages: Union[ServiceBusMessage, Sequence[ServiceBusMessage]],
+                          schedule_time_utc: datetime, *,
+                          timeout: Optional[float] = None) -> List[int]:
+        """Send messages that become visible at ``schedule_time_utc``; returns their sequence
+        numbers (for :meth:`cancel_scheduled_messages`)."""
+        if not isinstance(schedule_time_utc, datetime):
+            raise ServiceBusInvalidOperationError(
+                f"schedule_time_utc must be a datetime, got {type(schedule_time_utc).__name__}")
+        if schedule_time_utc.tzinfo is None:
+            schedule_time_utc = schedule_time_utc.replace(tzinfo=utc_zone())
+        return self._write(to_message_list(messages), schedule=utc(schedule_time_utc),
+                           need_seqs=True)
+
+    def cancel_scheduled_messages(self, sequence_numbers: Union[int, Sequence[int]], *,
+                                  timeout: Optional[float] = None) -> None:
+        """Cancel scheduled messages that have not become visible yet (one commit).
+
+        Sequence numbers of messages already visible, or unknown, are ignored.
+        """
+        seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(sequence_numbers)
+        for s in seqs:
+            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                raise ServiceBusInvalidOperationError(
+                    f"sequence numbers are integers >= 0, got {s!r}")
+        entity = self._entity()
+        if not seqs:
+            return
+        store = entity.store
+        now = self._client._ns.clock.now()
+        rows = [{"pid": _pid(store, s), "k": msg_key(s), "kind": MSG, "seq": s, "rev": 0,
+                 "state": CANCELLED, "_op": "cancel"} for s in dict.fromkeys(seqs)]
+        retry(lambda: store.apply_rows(rows, {r["pid"] for r in rows}, now),
+              what=f"cancel scheduled messages on queue '{self._name}'")
+
+    def send_dataframe(self, df) -> int:
+        """Send every row of a DataFrame in ONE commit; returns the number of messages sent.
+
+        Columns: ``body`` (string or binary, required) and any of ``message_id``,
+        ``session_id``, ``partition_key``, ``content_type``, ``correlation_id``, ``subject``,
+        ``to``, ``reply_to``, ``reply_to_session_id`` (strings), ``application_properties``
+        (a map or struct, or a JSON object string), ``time_to_live`` (seconds, a number) and
+        ``scheduled_enqueue_time_utc`` (timestamp). Rows are checked before anything is
+        written: one bad row and nothing is sent.
+        """
+        from ._dataframe import send_dataframe
+
+        entity = self._entity()
+        return send_dataframe(self, entity, df, self._client._ns.clock.now())
+
+
+def utc_zone():
+    from datetime import timezone
+
+    return timezone.utc
+
+
+def _pid(store: MessageStore, seq: int) -> int:
+    return partition_of(seq) if store.partitions > 1 else 0
+
+
+class ServiceBusReceiver:
+    """Receives from one queue or its dead-letter queue."""
+
+    def __init__(self, client: ServiceBusClient, queue_name: str,
+                 receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
+                 max_wait_time: Optional[float]) -> None:
+        self._client = client
+        self._name = queue_name
+        self._mode = receive_mode
+        self._sub_queue = sub_queue
+        self._max_wait_time = max_wait_time
+        self._next_peek = 0
+
+    @property
+    def entity_path(self) -> str:
+        if self._sub_queue is ServiceBusSubQueue.DEAD_LETTER:
+            return f"{self._name}/$deadletterqueue"
+        return self._name
+
+    @property
+    def receive_mode(self) -> ServiceBusReceiveMode:
+        return self._mode
+
+    def __enter__(self) -> "ServiceBusReceiver":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:
+        """Messages one by one until a receive (waiting ``max_wait_time``) finds none."""
+        while True:
+            batch = self.receive_messages(max_message_count=10)
+            if not batch:
+                return
+            yield from batch
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _entity(self) -> Entity:
+        self._client._check_open()
+        entity = self._client._entities.queue(self._name)
+        entity.check_receive()
+        return entity
+
+    def _store(self, entity: Entity) -> MessageStore:
+        if self._sub_queue is ServiceBusSubQueue.DEAD_LETTER:
+            return entity.store.dead_letter_store()
+        return entity.store
+
+    def _policy(self, entity: Entity):
+        return DLQ_POLICY if self._sub_queue else entity.policy
+
+    def _now(self) -> datetime:
+        return self._client._ns.clock.now()
+
+    def _to_message(self, row, entity: Entity, *, peeked: bool = False) -> ServiceBusReceivedMessage:
+        get = row.asDict()
+        props = decode_properties(get.get("application_properties"))
+        if get.get("dead_letter_reason") is not None:
+            props["DeadLetterReason"] = get["dead_letter_reason"]
+            if get.get("dead_letter_error_description") is not None:
+                props["DeadLetterErrorDescription"] = get["dead_letter_error_description"]
+        enqueued = from_spark(get.get("enqueued_time"))
+        expires = from_spark(get.get("expires_at"))
+        ttl_ms = get.get("time_to_live_ms")
+        ttl = timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
+        default_ttl = entity.properties.default_message_time_to_live
+        if not peeked and not self._sub_queue and expires is None and default_ttl is not None:
+            expires = enqueued + default_ttl  # TTL-7: computed on the receive path
+            ttl = default_ttl
+        state = get.get("state") or ACTIVE
+        visible = from_spark(get.get("visible_at")) or enqueued
+        if state == SCHEDULED and visible <= self._now():
+            state = ACTIVE
+        if state == ACTIVE and get.get("scheduled_enqueue_time") is not None \
+                and visible > self._now():
+            state = SCHEDULED
+        message = ServiceBusReceivedMessage._from_fields(
+            body=bytes(get.get("body") or b""),
+            application_properties=props,
+            session_id=get.get("session_id"),
+            message_id=get.get("message_id"),
+            partition_key=get.get("partition_key"),
+            content_type=get.get("content_type"),
+            correlation_id=get.get("correlation_id"),
+            subject=get.get("subject"),
+            to=get.get("to_address"),
+            reply_to=get.get("reply_to"),
+            reply_to_session_id=get.get("reply_to_session_id"),
+            time_to_live=ttl,
+            scheduled_enqueue_time_utc=from_spark(get.get("scheduled_enqueue_time")),
+            sequence_number=get["seq"],
+            enqueued_time_utc=enqueued,
+            expires_at_utc=expires,
+            locked_until_utc=None if peeked else from_spark(get.get("locked_until")),
+            lock_token=None if peeked else get.get("lock_token"),
+            delivery_count=get.get("delivery_count") or 0,
+            dead_letter_reason=get.get("dead_letter_reason"),
+            dead_letter_error_description=get.get("dead_letter_error_description"),
+            dead_letter_source=get.get("dead_letter_source"),
+            state=ServiceBusMessageState[{DEFERRED: "DEFERRED", SCHEDULED: "SCHEDULED"}
+                                         .get(state, "ACTIVE")],
+        )
+        message._receiver = self
+        message._peeked = peeked
+        message._receive_mode = self._mode
+        message._lock_acquired_at = self._now()
+        return message
+
+    # -- receive -------------------------------------------------------------------------------
+    def _acquire(self, n: int, entity: Entity):
+        store = self._store(entity)
+        return store.acquire(n, policy=self._policy(entity), now=self._now(),
+                             delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+
+    def receive_messages(self, max_message_count: Optional[int] = 1,
+                         max_wait_time: Optional[float] = None) -> List[ServiceBusReceivedMessage]:
+        """Up to ``max_message_count`` messages, locked (PeekLock) or removed (ReceiveAndDelete).
+
+        Waits up to ``max_wait_time`` seconds (real time; default: the receiver's) for the first
+        message; returns an empty list if none came. Expired, deferred, scheduled and locked
+        messages are never returned.
+        """
+        n = _positive_int(1 if max_message_count is None else max_message_count,
+                          "max_message_count")
+        wait = _wait_seconds(max_wait_time, "max_wait_time")
+        wait = self._max_wait_time if wait is None else wait
+        deadline = time.monotonic() + (wait or 0.0)
+        while True:
+            entity = self._entity()
+            out, _ = self._acquire(n, entity)
+            rows = out.orderBy("seq").collect()
+            if rows or time.monotonic() >= deadline:
+                return [self._to_message(r, entity) for r in rows]
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def receive_dataframe(self, max_message_count: int):
+        """Up to ``max_message_count`` messages as a DataFrame, in one commit (the bulk form).
+
+        Columns: sequence_number, lock_token, locked_until_utc, delivery_count, message_id,
+        body (binary), application_properties (JSON string), session_id, partition_key,
+        content_type, correlation_id, subject, to, reply_to, reply_to_session_id,
+        enqueued_time_utc, expires_at_utc. Settle them in one commit with
+        :meth:`complete_messages` (or abandon/defer/dead-letter) passing the DataFrame.
+        """
+        n = _positive_int(max_message_count, "max_message_count")
+        entity = self._entity()
+        out, _ = self._acquire(n, entity)
+        from pyspark.sql import functions as F
+
+        default_ttl = entity.properties.default_message_time_to_live
+        expires = F.col("expires_at")
+        if default_ttl is not None and not self._sub_queue:
+            micros = int(default_ttl / timedelta(microseconds=1))
+            expires = F.coalesce(expires, F.expr(
+                f"timestampadd(MICROSECOND, {micros}, enqueued_time)"))
+        return out.select(
+            F.col("seq").alias("sequence_number"), "lock_token",
+            F.col("locked_until").alias("locked_until_utc"), "delivery_count", "message_id",
+            "body", "application_properties", "session_id", "partition_key", "content_type",
+            "correlation_id", "subject", F.col("to_address").alias("to"), "reply_to",
+            "reply_to_session_id", F.col("enqueued_time").alias("enqueued_time_utc"),
+            expires.alias("expires_at_utc"), "dead_letter_reason",
+            "dead_letter_error_description")
+
+    def receive_deferred_messages(self, sequence_numbers: Union[int, Sequence[int]], *,
+                                  timeout: Optional[float] = None) -> List[ServiceBusReceivedMessage]:
+        """Lock (or, in ReceiveAndDelete, remove) deferred messages by sequence number.
+
+        Raises MessageNotFoundError (and changes nothing) if any of them is not deferred here
+        or is locked by another receiver.
+        """
+        seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(sequence_numbers)
+        for s in seqs:
+            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                raise ServiceBusInvalidOperationError(
+                    f"sequence numbers are integers >= 0, got {s!r}")
+        if not seqs:
+            return []
+        seqs = list(dict.fromkeys(seqs))
+        entity = self._entity()
+        store = self._store(entity)
+        policy = self._policy(entity)
+        delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
+
+        def step():
+            from pyspark.sql import functions as F
+
+            from ._store.messages import lock_token_sql
+
+            now = self._now()
+            from ._store._delta import sql_literal
+            now_sql = sql_literal(now)
+            rows, pids = store.rows_by_seq(
+                seqs, f"kind = '{MSG}' AND state = '{DEFERRED}' "
+                      f"AND (locked_until IS NULL OR locked_until <= {now_sql})")
+            prefix = lock_token_prefix()
+            if not delete:
+                rows = (rows.withColumn("lock_token", F.expr(lock_token_sql(prefix)))
+                        .withColumn("locked_until", F.expr(sql_literal(now + policy.lock_duration)))
+                        .withColumn("delivery_count", F.col("delivery_count") + 1))
+            plan = store._ops(rows, "delete" if delete else "update", out=True)
+            plan = plan.localCheckpoint(eager=True)
+            found = plan.orderBy("seq").collect()
+            missing = sorted(set(seqs) - {r.seq for r in found})
+            if missing:
+                raise MessageNotFoundError(
+                    f"no deferred message with sequence number(s) {missing} is available on "
+                    f"{self.entity_path} (not deferred, already settled, or locked by another "
+                    "receiver); nothing was received")
+            store.apply_df(plan.drop("_out"), pids, now)
+            return found
+
+        found = retry(step, what=f"receive deferred messages from {self.entity_path}")
+        return [self._to_message(r, entity) for r in found]
+
+    def peek_messages(self, max_message_count: int = 1, *,
+                      sequence_number: Optional[int] = None,
+                      timeout: Optional[float] = None) -> List[ServiceBusReceivedMessage]:
+        """Browse messages without locking or changing them.
+
+        Starts at ``sequence_number`` or after the last message this receiver peeked. On a
+        partitioned queue one call reads one partition (PART-5): it may return fewer messages
+        than asked; call again to page on. Peek may show expired messages (TTL-4) and shows
+        deferred and scheduled ones with their state.
+        """
+        n = _positive_int(max_message_count, "max_message_count")
+        if sequence_number is not None:
+            if isinstance(sequence_number, bool) or not isinstance(sequence_number, int) \
+                    or sequence_number < 0:
+                raise ServiceBusInvalidOperationError(
+                    f"sequence_number must be an integer >= 0, got {sequence_number!r}")
+            self._next_peek = sequence_number
+        self._client._check_open()
+        entity = self._client._entities.queue(self._name)
+        store = self._store(entity)
+        now = self._now()
+        while True:
+            rows, p = store.peek(n, self._next_peek, now)
+            if rows:
+                self._next_peek = rows[-1].seq + 1
+                return [self._to_message(r, entity, peeked=True) for r in rows]
+            if store.partitions > 1 and p < store.partitions - 1:
+                self._next_peek = (p + 1) << PID_SHIFT
+                continue
+            return []
+
+    # -- settlement ----------------------------------------------------------------------------
+    def _check_settleable(self, message: Any) -> ServiceBusReceivedMessage:
+        if not isinstance(message, ServiceBusReceivedMessage):
+            raise ServiceBusInvalidOperationError(
+                f"expected a ServiceBusReceivedMessage from receive_messages, got "
+                f"{type(message).__name__}")
+        if self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            raise ServiceBusInvalidOperationError(
+                "messages received in RECEIVE_AND_DELETE mode are already settled; settlement "
+                "needs PEEK_LOCK")
+        if message._peeked:
+            raise ServiceBusInvalidOperationError(
+                "a peeked message cannot be settled: it is not locked. Receive it in PEEK_LOCK "
+                "mode first")
+        if message._receiver is not self:
+            raise ServiceBusInvalidOperationError(
+                "this message was received by another receiver; settle it with that receiver")
+        if message._settled:
+            raise MessageAlreadySettled(
+                f"message {message.sequence_number} was already settled by this receiver")
+        return message
+
+    def _settle(self, messages: List[ServiceBusReceivedMessage], action: str, *,
+                properties: Optional[Dict[str, Any]] = None, reason: Optional[str] = None,
+                description: Optional[str] = None) -> None:
+        messages = [self._check_settleable(m) for m in messages]
+        if not messages:
+            return
+        entity = self._entity()
+        for m in messages:
+            # SETTLE-7: a property change of the queue after the lock was taken voids the lock.
+            if entity.updated_at > m._lock_acquired_at:
+                raise MessageLockLostError(
+                    f"the lock on message {m.sequence_number} was lost: queue '{self._name}' "
+                    f"was updated at {entity.updated_at.isoformat()} after the message was "
+                    "locked. Receive it again")
+        store = self._store(entity)
+        now = self._now()
+        rows = []
+        for m in messages:
+            row = {"pid": _pid(store, m.sequence_number), "k": msg_key(m.sequence_number),
+                   "_token": m.lock_token, "_guard": "LOCK_LOST"}
+            if action == "complete":
+                row["_op"] = "settle_delete"
+            else:
+                row["_op"] = "settle_update"
+                if action == "abandon":
+                    row["_abandon"] = not self._sub_queue
+                    row["_max_dc"] = entity.properties.max_delivery_count
+                    if properties:
+                        merged = dict(m.application_properties or {})
+                        merged.update(properties)
+                        row["application_properties"] = encode_properties(merged)
+                elif action == "defer":
+                    row["state"] = DEFERRED
+                elif action == "dead_letter":
+                    if self._sub_queue:
+                        raise ServiceBusInvalidOperationError(
+                            "a message in the dead-letter queue cannot be dead-lettered again; "
+                            "complete it to remove it")
+                    row["state"] = DEADLETTERING
+                    row["dead_letter_reason"] = reason
+                    row["dead_letter_error_description"] = description
+                elif action == "renew":
+                    row["_keep_lock"] = True
+                    row["locked_until"] = now + entity.policy.lock_duration
+            rows.append(row)
+        pids = {r["pid"] for r in rows}
+        try:
+            retry(lambda: store.apply_rows(rows, pids, now),
+                  what=f"{action} on {self.entity_path}")
+        except GuardTripped as tripped:
+            if tripped.code != "LOCK_LOST":
+                raise
+            which = ", ".join(str(m.sequence_number) for m in messages[:10])
+            raise MessageLockLostError(
+                f"the lock on message(s) {which} is lost: it expired, was released, or the "
+                f"message was settled already. Nothing was changed; receive it again") from None
+        if action == "renew":
+            for m, row in zip(messages, rows):
+                m._set_lock(m.lock_token, row["locked_until"])
+                m._lock_acquired_at = now
+            return
+        for m in messages:
+            m._settled = True
+        if action in ("dead_letter", "abandon") and not self._sub_queue:
+            store.move_dead_letters(pids, now)
+
+    def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Remove the message (SETTLE-1). Needs a valid lock held by this receiver."""
+        self._settle([message], "complete")
+
+    def abandon_message(self, message: ServiceBusReceivedMessage, *,
+                        properties_to_modify: Optional[Dict[str, Any]] = None) -> None:
+        """Release the lock now (SETTLE-2); at the delivery limit the message is dead-lettered."""
+        if properties_to_modify is not None:
+            ServiceBusMessage(b"", application_properties=properties_to_modify)  # validates
+        self._settle([message], "abandon", properties=properties_to_modify)
+
+    def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Set the message aside: only receive_deferred_messages returns it (SETTLE-4)."""
+        self._settle([message], "defer")
+
+    def dead_letter_message(self, message: ServiceBusReceivedMessage,
+                            reason: Optional[str] = None,
+                            error_description: Optional[str] = None) -> None:
+        """Move the message to the dead-letter queue with a reason (SETTLE-3)."""
+        for name, value in (("reason", reason), ("error_description", error_description)):
+            if value is not None and not isinstance(value, str):
+                raise ServiceBusInvalidOperationError(
+                    f"{name} must be a string or None, got {type(value).__name__}")
+        self._settle([message], "dead_letter", reason=reason, description=error_description)
+
+    def renew_message_lock(self, message: ServiceBusReceivedMessage, *,
+                           timeout: Optional[float] = None) -> datetime:
+        """Extend the lock by the queue's lock duration from now; returns the new expiry."""
+        self._settle([message], "renew")
+        return message.locked_until_utc
+
+    # -- batch settlement: the fast path -------------------------------------------------------
+    def complete_messages(self, messages) -> int:
+        """Complete many messages in ONE commit: a list of received messages, a list of lock
+        tokens, or a DataFrame with a ``lock_token`` column. All or nothing: if any lock is
+        lost, MessageLockLostError is raised and nothing is completed. Returns the count."""
+        return self._settle_many(messages, "complete")
+
+    def abandon_messages(self, messages) -> int:
+        """Abandon many messages in ONE commit (see :meth:`complete_messages`)."""
+        return self._settle_many(messages, "abandon")
+
+    def defer_messages(self, messages) -> int:
+        """Defer many messages in ONE commit (see :meth:`complete_messages`)."""
+        return self._settle_many(messages, "defer")
+
+    def dead_letter_messages(self, messages, reason: Optional[str] = None,
+                             error_description: Optional[str] = None) -> int:
+        """Dead-letter many messages in ONE commit (see :meth:`complete_messages`)."""
+        return self._settle_many(messages, "dead_letter", reason=reason,
+                                 description=error_description)
+
+    def _settle_many(self, messages, action: str, *, reason: Optional[str] = None,
+                     description: Optional[str] = None) -> int:
+        from ._dataframe import is_dataframe, settle_dataframe
+
+        if is_dataframe(messages):
+            entity = self._entity()
+            if self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+                raise ServiceBusInvalidOperationError(
+                    "messages received in RECEIVE_AND_DELETE mode are already settled")
+            return settle_dataframe(self, entity, messages, action, reason, description)
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+            raise ServiceBusInvalidOperationError(
+                "expected a list of received messages, a list of lock tokens, or a DataFrame "
+                "with a lock_token column")
+        items = list(messages)
+        if items and all(isinstance(m, str) for m in items):
+            from ._dataframe import settle_tokens
+
+            return settle_tokens(self, self._entity(), items, action, reason, description)
+        self._settle(items, action, reason=reason, description=description)
+        return len(items)

@@ -1,0 +1,556 @@
+"""Queues end to end on real Spark and Delta: send, receive, settle, dead-letter, defer, schedule.
+
+Each test names the rule of ../shared/SEMANTICS.md it proves. Time is a ManualClock: tests move
+it instead of sleeping through lock durations or TTLs.
+"""
+
+import itertools
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from sbdelta import (AutoLockRenewer, ManualClock, ServiceBusClient, ServiceBusMessage,
+                     ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue)
+from sbdelta._message import InvalidMessageError, MessageTypeError
+from sbdelta._store.messages import PID_SHIFT
+from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
+                                MessageSizeExceededError, MessagingEntityDisabledError,
+                                MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
+from sbdelta.management import EntityStatus, ServiceBusAdministrationClient
+
+START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def ns(spark, tmp_path_factory):
+    return str(tmp_path_factory.mktemp("messaging") / "ns")
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(START)
+
+
+@pytest.fixture
+def admin(spark, ns, clock):
+    return ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
+
+
+@pytest.fixture
+def client(spark, ns, clock):
+    with ServiceBusClient(ns, spark=spark, clock=clock) as c:
+        yield c
+
+
+@pytest.fixture
+def queue(admin):
+    """A fresh queue factory: queue(**properties) -> name."""
+    def make(**props):
+        name = f"q{next(_names)}"
+        admin.create_queue(name, **props)
+        return name
+    return make
+
+
+def bodies(messages):
+    return [str(m) for m in messages]
+
+
+def receive_all(receiver, expected, *, batch=10, tries=40):
+    got = []
+    for _ in range(tries):
+        got += receiver.receive_messages(batch)
+        if len(got) >= expected:
+            break
+    return got
+
+
+# -- send -----------------------------------------------------------------------------------
+def test_send_3_sequence_numbers_unique_increasing_and_send_4_enqueued_time(client, queue, clock):
+    name = queue()
+    sender = client.get_queue_sender(name)
+    sender.send_messages([ServiceBusMessage(f"a{i}") for i in range(3)])
+    clock.advance(timedelta(seconds=5))
+    sender.send_messages(ServiceBusMessage("b"))
+    got = receive_all(client.get_queue_receiver(name), 4)
+    seqs = [m.sequence_number for m in got]
+    assert bodies(got) == ["a0", "a1", "a2", "b"]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    assert [m.enqueued_time_utc for m in got] == [START] * 3 + [START + timedelta(seconds=5)]
+
+
+def test_send_3_part_2_partition_id_in_top_bits_and_same_key_same_partition(client, queue):
+    name = queue(enable_partitioning=True)
+    sender = client.get_queue_sender(name)
+    sender.send_messages([ServiceBusMessage(f"k{i}", partition_key="orders-7") for i in range(3)]
+                         + [ServiceBusMessage("s", session_id="orders-7")])
+    got = receive_all(client.get_queue_receiver(name), 4)
+    partitions = {m.sequence_number >> PID_SHIFT for m in got}
+    assert len(got) == 4 and len(partitions) == 1
+    import zlib
+    assert partitions == {zlib.crc32(b"orders-7") % 16}
+
+
+def test_part_2_message_id_is_the_key_under_duplicate_detection(client, queue):
+    name = queue(enable_partitioning=True, requires_duplicate_detection=True)
+    client.get_queue_sender(name).send_messages(
+        [ServiceBusMessage(str(i), message_id="same-id") for i in range(1)]
+        + [ServiceBusMessage("x", message_id="other")])
+    got = receive_all(client.get_queue_receiver(name), 2)
+    import zlib
+    by_id = {m.message_id: m.sequence_number >> PID_SHIFT for m in got}
+    assert by_id == {"same-id": zlib.crc32(b"same-id") % 16, "other": zlib.crc32(b"other") % 16}
+
+
+def test_part_2_unkeyed_messages_spread_and_part_4_receive_serves_all_partitions(client, queue):
+    name = queue(enable_partitioning=True)
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(32)])
+    got = receive_all(client.get_queue_receiver(name), 32, batch=32)
+    assert sorted(int(str(m)) for m in got) == list(range(32))
+    assert len({m.sequence_number >> PID_SHIFT for m in got}) == 16
+
+
+def test_send_5_oversized_message_is_refused_and_nothing_is_stored(client, queue, admin):
+    name = queue(max_message_size_in_kilobytes=1)
+    sender = client.get_queue_sender(name)
+    with pytest.raises(MessageSizeExceededError, match="1024 bytes"):
+        sender.send_messages([ServiceBusMessage("ok"), ServiceBusMessage(b"x" * 1100)])
+    assert client.get_queue_receiver(name).peek_messages(5, sequence_number=0) == []
+    assert admin.get_queue_runtime_properties(name).active_message_count == 0
+
+
+def test_send_2_batch_is_all_or_nothing(client, queue):
+    name = queue(max_message_size_in_kilobytes=1)
+    sender = client.get_queue_sender(name)
+    batch = sender.create_message_batch()
+    batch.add_message(ServiceBusMessage("one"))
+    with pytest.raises(MessageSizeExceededError):
+        batch.add_message(ServiceBusMessage(b"y" * 1022))  # fits alone, not with "one"
+    batch.add_message(ServiceBusMessage("two"))
+    sender.send_messages(batch)
+    assert bodies(receive_all(client.get_queue_receiver(name), 2)) == ["one", "two"]
+
+
+# -- peek-lock ---------------------------------------------------------------------------------
+def test_recv_2_recv_3_locked_message_is_invisible_to_a_competing_receiver(client, queue):
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    first, second = client.get_queue_receiver(name), client.get_queue_receiver(name)
+    a = first.receive_messages(1)
+    b = second.receive_messages(5)
+    assert bodies(a) == ["a"] and bodies(b) == ["b"]
+    assert second.receive_messages(5) == []
+    assert a[0].lock_token != b[0].lock_token
+
+
+def test_settle_6_lock_duration_from_queue_and_recv_4_expired_lock_frees_message(client, queue,
+                                                                                clock):
+    name = queue(lock_duration=timedelta(seconds=45))
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
+    receiver = client.get_queue_receiver(name)
+    (m,) = receiver.receive_messages()
+    assert m.locked_until_utc == START + timedelta(seconds=45)
+    assert m.delivery_count == 1
+    clock.advance(timedelta(seconds=44))
+    assert receiver.receive_messages() == []
+    clock.advance(timedelta(seconds=1))
+    (again,) = receiver.receive_messages()  # rule RECV-4
+    assert again.sequence_number == m.sequence_number
+    assert again.delivery_count == 2  # rule RECV-5
+    with pytest.raises(MessageLockLostError):  # rule SETTLE-5: the old lock is gone
+        receiver.complete_message(m)
+    receiver.complete_message(again)
+    assert receiver.receive_messages() == []
+
+
+def test_settle_2_abandon_makes_message_available_at_once_with_new_properties(client, queue):
+    name = queue()
+    client.get_queue_sender(name).send_messages(
+        ServiceBusMessage("m", application_properties={"n": 1}))
+    receiver = client.get_queue_receiver(name)
+    (m,) = receiver.receive_messages()
+    receiver.abandon_message(m, properties_to_modify={"retried": True})
+    (again,) = receiver.receive_messages()
+    assert again.delivery_count == 2
+    assert again.application_properties == {"n": 1, "retried": True}
+
+
+def test_recv_5_max_delivery_count_moves_to_dead_letter_queue(client, queue, clock):
+    name = queue(max_delivery_count=2)
+    client.get_queue_sender(name).send_messages(
+        [ServiceBusMessage("abandoned", message_id="m1"), ServiceBusMessage("expired")])
+    receiver = client.get_queue_receiver(name)
+    for _ in range(2):
+        got = receiver.receive_messages(5)
+        by_body = {str(m): m for m in got}
+        receiver.abandon_message(by_body["abandoned"])
+        clock.advance(timedelta(seconds=31))  # "expired" loses its lock
+    assert receiver.receive_messages(5) == []
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dead = receive_all(dlq, 2)
+    assert sorted(bodies(dead)) == ["abandoned", "expired"]
+    assert {m.dead_letter_reason for m in dead} == {"MaxDeliveryCountExceeded"}
+    assert all(m.application_properties["DeadLetterReason"] == "MaxDeliveryCountExceeded"
+               for m in dead)
+
+
+def test_settle_1_complete_removes_and_settle_5_settling_twice_is_refused(client, queue):
+    name = queue()
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
+    receiver = client.get_queue_receiver(name)
+    (m,) = receiver.receive_messages()
+    receiver.complete_message(m)
+    with pytest.raises(MessageAlreadySettled):
+        receiver.complete_message(m)
+    assert receiver.receive_messages() == []
+    assert receiver.peek_messages(5, sequence_number=0) == []
+
+
+def test_settle_5_misuse_is_refused_before_anything_is_written(client, queue):
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    receiver = client.get_queue_receiver(name)
+    (peeked,) = receiver.peek_messages(1, sequence_number=0)
+    with pytest.raises(ValueError, match="peeked"):
+        receiver.complete_message(peeked)
+    (mine,) = receiver.receive_messages()
+    other = client.get_queue_receiver(name)
+    with pytest.raises(ValueError, match="another receiver"):
+        other.complete_message(mine)
+    with pytest.raises(ValueError):
+        receiver.complete_message("not a message")
+    with pytest.raises(ServiceBusInvalidOperationError, match="not a lock token"):
+        receiver.complete_messages(["nonsense"])
+    with pytest.raises(MessageLockLostError):  # well-formed but never handed out
+        receiver.complete_messages([mine.lock_token[:-1] + ("0" if mine.lock_token[-1] != "0"
+                                                            else "1")])
+    receiver.complete_message(mine)  # still held: nothing above changed it
+    rad = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+    (b,) = rad.receive_messages()
+    with pytest.raises(ValueError, match="RECEIVE_AND_DELETE"):
+        rad.complete_message(b)
+
+
+def test_recv_1_receive_and_delete_removes_in_the_same_operation(client, queue, admin):
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    rad = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+    got = rad.receive_messages(1)
+    assert bodies(got) == ["a"] and got[0].lock_token is None
+    assert bodies(client.get_queue_receiver(name).peek_messages(5, sequence_number=0)) == ["b"]
+    assert admin.get_queue_runtime_properties(name).active_message_count == 1
+
+
+def test_settle_4_deferred_message_only_by_sequence_number(client, queue):
+    name = queue()
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("later"))
+    receiver = client.get_queue_receiver(name)
+    (m,) = receiver.receive_messages()
+    receiver.defer_message(m)
+    assert receiver.receive_messages(5) == []
+    (peeked,) = receiver.peek_messages(1, sequence_number=0)
+    assert peeked.state is ServiceBusMessageState.DEFERRED
+    with pytest.raises(MessageNotFoundError):
+        receiver.receive_deferred_messages([m.sequence_number + 1])
+    (d,) = receiver.receive_deferred_messages([m.sequence_number])
+    assert str(d) == "later" and d.lock_token is not None
+    with pytest.raises(MessageNotFoundError):  # locked now
+        client.get_queue_receiver(name).receive_deferred_messages(m.sequence_number)
+    receiver.complete_message(d)
+    with pytest.raises(MessageNotFoundError):
+        receiver.receive_deferred_messages([m.sequence_number])
+
+
+def test_settle_3_dead_letter_with_reason_and_settle_8_ids_kept_and_ttl_8(client, queue, clock):
+    name = queue(default_message_time_to_live=timedelta(minutes=1))
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("poison", message_id="id-1"))
+    receiver = client.get_queue_receiver(name)
+    (m,) = receiver.receive_messages()
+    receiver.dead_letter_message(m, reason="bad-format", error_description="not JSON")
+    assert receiver.receive_messages() == []
+    clock.advance(timedelta(days=2))  # rule TTL-8: never expires in the dead-letter queue
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = dlq.receive_messages()
+    assert dead.sequence_number == m.sequence_number and dead.message_id == "id-1"
+    assert (dead.dead_letter_reason, dead.dead_letter_error_description) == ("bad-format",
+                                                                             "not JSON")
+    assert dead.application_properties["DeadLetterReason"] == "bad-format"
+    assert dead.application_properties["DeadLetterErrorDescription"] == "not JSON"
+    dlq.abandon_message(dead)
+    (dead,) = dlq.receive_messages()
+    dlq.complete_message(dead)
+    assert dlq.receive_messages() == []
+
+
+def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
+    name = queue(lock_duration=timedelta(seconds=20))
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    receiver = client.get_queue_receiver(name)
+    a, b = receiver.receive_messages(2)
+    clock.advance(timedelta(seconds=15))
+    assert receiver.renew_message_lock(a) == START + timedelta(seconds=35)
+    import time
+    renewer = AutoLockRenewer(max_lock_renewal_duration=60, poll_interval=0.05)
+    renewer.register(receiver, b)
+    deadline = time.monotonic() + 60
+    while renewer.renewals == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # waits for the renewer thread, not for a lock duration
+    renewer.close()
+    assert b.locked_until_utc == START + timedelta(seconds=35)
+    clock.advance(timedelta(seconds=10))
+    receiver.complete_messages([a, b])
+
+
+def test_settle_7_queue_update_voids_locks(client, queue, admin, clock):
+    name = queue()
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
+    receiver = client.get_queue_receiver(name)
+    (m,) = receiver.receive_messages()
+    clock.advance(timedelta(seconds=1))
+    admin.update_queue(admin.get_queue(name), max_delivery_count=5)
+    with pytest.raises(MessageLockLostError, match="was updated"):
+        receiver.complete_message(m)
+
+
+# -- duplicate detection, scheduling, TTL -----------------------------------------------------
+def test_duplicate_detection_drops_repeats_within_the_window(client, queue, clock):
+    name = queue(requires_duplicate_detection=True,
+                 duplicate_detection_history_time_window=timedelta(minutes=1))
+    sender = client.get_queue_sender(name)
+    sender.send_messages([ServiceBusMessage("first", message_id="x"),
+                          ServiceBusMessage("repeat-in-batch", message_id="x")])
+    receiver = client.get_queue_receiver(name)
+    (first,) = receiver.receive_messages(5)
+    assert str(first) == "first"
+    receiver.complete_message(first)
+    clock.advance(timedelta(seconds=30))
+    sender.send_messages(ServiceBusMessage("repeat", message_id="x"))
+    assert receiver.receive_messages(5) == []
+    clock.advance(timedelta(seconds=31))
+    sender.send_messages(ServiceBusMessage("after-window", message_id="x"))
+    assert bodies(receiver.receive_messages(5)) == ["after-window"]
+
+
+def test_scheduled_messages_invisible_until_due_cancellable_and_ttl_2(client, queue, admin,
+                                                                      clock):
+    name = queue()
+    sender = client.get_queue_sender(name)
+    due = START + timedelta(minutes=5)
+    keep, drop = sender.schedule_messages(
+        [ServiceBusMessage("keep", time_to_live=timedelta(minutes=10)),
+         ServiceBusMessage("drop")], due)
+    assert keep < drop
+    receiver = client.get_queue_receiver(name)
+    assert receiver.receive_messages(5) == []
+    counts = admin.get_queue_runtime_properties(name)
+    assert (counts.scheduled_message_count, counts.active_message_count) == (2, 0)
+    peeked = receiver.peek_messages(5, sequence_number=0)
+    assert [m.state for m in peeked] == [ServiceBusMessageState.SCHEDULED] * 2
+    sender.cancel_scheduled_messages([drop])
+    clock.advance(timedelta(minutes=5))
+    (m,) = receiver.receive_messages(5)
+    assert str(m) == "keep" and m.sequence_number == keep
+    assert m.enqueued_time_utc == due
+    assert m.expires_at_utc == START + timedelta(minutes=15)  # rule TTL-2
+    receiver.complete_message(m)
+    assert receiver.receive_messages(5) == []
+
+
+def test_cancel_after_registration_also_works(client, queue, clock):
+    name = queue()
+    sender = client.get_queue_sender(name)
+    (seq,) = sender.schedule_messages(ServiceBusMessage("x"), START + timedelta(minutes=1))
+    receiver = client.get_queue_receiver(name)
+    assert receiver.receive_messages() == []  # registers it as scheduled
+    sender.cancel_scheduled_messages(seq)
+    clock.advance(timedelta(minutes=2))
+    assert receiver.receive_messages() == []
+
+
+def test_ttl_1_ttl_4_expired_never_received_but_peek_may_show(client, queue, clock):
+    name = queue()
+    client.get_queue_sender(name).send_messages(
+        [ServiceBusMessage("short", time_to_live=timedelta(seconds=10)), ServiceBusMessage("long")])
+    receiver = client.get_queue_receiver(name)
+    (peeked, _) = receiver.peek_messages(2, sequence_number=0)
+    assert peeked.expires_at_utc == START + timedelta(seconds=10)  # rule TTL-1
+    clock.advance(timedelta(seconds=10))
+    assert bodies(receiver.peek_messages(2, sequence_number=0)) == ["short", "long"]
+    assert bodies(receiver.receive_messages(5)) == ["long"]  # rule RECV-6
+
+
+def test_ttl_3_default_caps_and_ttl_7_peek_shows_only_message_specific_expiry(client, queue):
+    name = queue(default_message_time_to_live=timedelta(minutes=1))
+    client.get_queue_sender(name).send_messages(
+        [ServiceBusMessage("own", time_to_live=timedelta(hours=1)), ServiceBusMessage("none")])
+    receiver = client.get_queue_receiver(name)
+    own, none = receiver.peek_messages(2, sequence_number=0)
+    assert own.expires_at_utc == START + timedelta(minutes=1)  # capped by the default
+    assert none.expires_at_utc is None
+    got = receiver.receive_messages(2)
+    assert [m.expires_at_utc for m in got] == [START + timedelta(minutes=1)] * 2
+
+
+def test_ttl_5_locked_message_does_not_expire_until_the_lock_ends(client, queue, clock):
+    name = queue(dead_lettering_on_message_expiration=True, lock_duration=timedelta(minutes=1))
+    client.get_queue_sender(name).send_messages(
+        [ServiceBusMessage("done", time_to_live=timedelta(seconds=30)),
+         ServiceBusMessage("dropped", time_to_live=timedelta(seconds=30))])
+    receiver = client.get_queue_receiver(name)
+    done, dropped = receiver.receive_messages(2)
+    clock.advance(timedelta(seconds=40))  # expired, but still locked
+    receiver.complete_message(done)       # completed: gone, not dead-lettered
+    receiver.abandon_message(dropped)     # abandoned after expiry: expiry applies at once
+    assert receiver.receive_messages(5) == []
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = receive_all(dlq, 1)
+    assert str(dead) == "dropped" and dead.dead_letter_reason == "TTLExpiredException"  # TTL-6
+
+
+def test_ttl_6_without_dead_lettering_expired_messages_are_dropped(client, queue, clock, admin):
+    name = queue()
+    client.get_queue_sender(name).send_messages(
+        ServiceBusMessage("gone", time_to_live=timedelta(seconds=1)))
+    clock.advance(timedelta(seconds=2))
+    receiver = client.get_queue_receiver(name)
+    assert receiver.receive_messages(5) == []
+    assert client.get_queue_receiver(
+        name, sub_queue=ServiceBusSubQueue.DEAD_LETTER).peek_messages(5, sequence_number=0) == []
+    assert admin.get_queue_runtime_properties(name).total_message_count == 0
+
+
+# -- peek, counts, status -----------------------------------------------------------------------
+def test_part_5_peek_pages_one_partition_at_a_time_and_part_6_counts_sum(client, queue, admin):
+    name = queue(enable_partitioning=True)
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(20)])
+    receiver = client.get_queue_receiver(name)
+    seen = []
+    for _ in range(40):
+        page = receiver.peek_messages(20)
+        if not page:
+            break
+        assert len({m.sequence_number >> PID_SHIFT for m in page}) == 1
+        seen += page
+    assert sorted(int(str(m)) for m in seen) == list(range(20))
+    receiver.receive_messages(3)
+    counts = admin.get_queue_runtime_properties(name)
+    assert counts.active_message_count == 20 and counts.total_message_count == 20
+    assert counts.size_in_bytes > 0
+
+
+def test_status_disabled_states_refuse_matching_operations(client, queue, admin):
+    name = queue()
+    sender = client.get_queue_sender(name)
+    receiver = client.get_queue_receiver(name)
+    admin.update_queue(admin.get_queue(name), status=EntityStatus.SEND_DISABLED)
+    with pytest.raises(MessagingEntityDisabledError, match="SendDisabled"):
+        sender.send_messages(ServiceBusMessage("x"))
+    assert receiver.receive_messages() == []
+    admin.update_queue(admin.get_queue(name), status=EntityStatus.RECEIVE_DISABLED)
+    sender.send_messages(ServiceBusMessage("x"))
+    with pytest.raises(MessagingEntityDisabledError, match="ReceiveDisabled"):
+        receiver.receive_messages()
+    admin.update_queue(admin.get_queue(name), status=EntityStatus.DISABLED)
+    with pytest.raises(MessagingEntityDisabledError):
+        sender.send_messages(ServiceBusMessage("x"))
+    with pytest.raises(MessagingEntityDisabledError):
+        receiver.receive_messages()
+
+
+def test_bad_input_raises_specific_errors_and_writes_nothing(client, queue, admin):
+    name = queue()
+    with pytest.raises(MessagingEntityNotFoundError):
+        client.get_queue_sender("no-such-queue")
+    with pytest.raises(MessagingEntityNotFoundError):
+        client.get_queue_receiver("no-such-queue")
+    sender = client.get_queue_sender(name)
+    with pytest.raises(MessageTypeError):
+        sender.send_messages(ServiceBusMessage(42))
+    with pytest.raises(MessageTypeError):
+        sender.send_messages([ServiceBusMessage("ok"), "not a message"])
+    with pytest.raises(MessageTypeError):
+        ServiceBusMessage("x", application_properties={"k": object()})
+    with pytest.raises(InvalidMessageError):
+        ServiceBusMessage("x", time_to_live=timedelta(seconds=-1))
+    with pytest.raises(InvalidMessageError):
+        ServiceBusMessage("x", message_id="m" * 129)
+    with pytest.raises(ServiceBusInvalidOperationError):
+        ServiceBusMessage("x", session_id="a", partition_key="b")
+    receiver = client.get_queue_receiver(name)
+    with pytest.raises(ValueError, match="max_message_count"):
+        receiver.receive_messages(0)
+    with pytest.raises(ValueError):
+        receiver.peek_messages(-1)
+    assert admin.get_queue_runtime_properties(name).total_message_count == 0
+
+
+def test_iteration_stops_when_the_queue_is_empty(client, queue):
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(3)])
+    receiver = client.get_queue_receiver(name)
+    seen = []
+    for message in receiver:
+        seen.append(str(message))
+        receiver.complete_message(message)
+    assert seen == ["0", "1", "2"]
+
+
+# -- the Spark forms ------------------------------------------------------------------------
+def _version(spark, path):
+    return spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0].version
+
+
+def test_send_dataframe_receive_dataframe_and_settle_in_one_commit(spark, client, queue, admin):
+    name = queue(enable_partitioning=True)
+    df = spark.range(200).selectExpr("CAST(id AS STRING) AS body",
+                                     "concat('id-', id) AS message_id",
+                                     "map('n', CAST(id AS STRING)) AS application_properties")
+    sender = client.get_queue_sender(name)
+    assert sender.send_dataframe(df) == 200
+    receiver = client.get_queue_receiver(name)
+    locked = receiver.receive_dataframe(150)
+    rows = locked.collect()
+    assert len(rows) == 150 and len({r.sequence_number for r in rows}) == 150
+    store = client._entities.queue(name).store
+    before = _version(spark, store.messages_path)
+    assert receiver.complete_messages(locked) == 150
+    assert _version(spark, store.messages_path) == before + 1  # ONE commit
+    rest = receive_all(receiver, 50, batch=50)
+    assert len(rest) == 50
+    assert {m.application_properties["n"] for m in rest} == \
+        {str(i) for i in range(200)} - {r.body.decode() for r in rows}
+    receiver.complete_messages([m.lock_token for m in rest])
+    assert admin.get_queue_runtime_properties(name).total_message_count == 0
+
+
+def test_send_dataframe_bad_rows_send_nothing(spark, client, queue, admin):
+    name = queue(max_message_size_in_kilobytes=1)
+    sender = client.get_queue_sender(name)
+    big = spark.createDataFrame([("ok",), ("x" * 2000,)], "body STRING")
+    with pytest.raises(MessageSizeExceededError, match="1 row"):
+        sender.send_dataframe(big)
+    mismatched = spark.createDataFrame([("b", "s1", "p1")], "body STRING, session_id STRING, "
+                                                           "partition_key STRING")
+    with pytest.raises(ServiceBusInvalidOperationError, match="PART-2"):
+        sender.send_dataframe(mismatched)
+    with pytest.raises(ServiceBusInvalidOperationError, match="unknown column"):
+        sender.send_dataframe(spark.createDataFrame([("b", 1)], "body STRING, nope INT"))
+    with pytest.raises(ServiceBusInvalidOperationError, match="body"):
+        sender.send_dataframe(spark.createDataFrame([(1,)], "body INT"))
+    assert admin.get_queue_runtime_properties(name).total_message_count == 0
+
+
+def test_batch_settlement_is_all_or_nothing(client, queue, clock):
+    name = queue(lock_duration=timedelta(seconds=30))
+    sender = client.get_queue_sender(name)
+    sender.send_messages(ServiceBusMessage("early"))
+    receiver = client.get_queue_receiver(name)
+    (early,) = receiver.receive_messages()
+    clock.advance(timedelta(seconds=20))
+    sender.send_messages(ServiceBusMessage("late"))
+    (late,) = receiver.receive_messages()
+    clock.advance(timedelta(seconds=15))  # early's lock expired, late's holds
+    with pytest.raises(MessageLockLostError, match="Nothing was settled"):
+        receiver.complete_messages([early.lock_token, late.lock_token])
+    receiver.complete_message(late)  # untouched by the failed batch
