@@ -1,4 +1,8 @@
-"""The main job: set up a local namespace from conf/namespace.json and show what is in it.
+"""The main job: set up a local namespace from conf/namespace.json, then move messages on it.
+
+It applies the config, lists the entities, then on the queue ``orders`` sends five messages,
+receives them in PeekLock and completes, abandons and dead-letters some, reads the dead-letter
+queue, and prints the runtime counts.
 
     python -m jobs.demo [--namespace DIR] [--config FILE]
     spark-submit $(sbdelta spark-submit-args) jobs/demo.py --namespace DIR
@@ -44,11 +48,54 @@ def main(argv=None) -> int:
                 rules = ", ".join(f"{r.name}={type(r.filter).__name__}"
                                   for r in admin.list_rules(t.name, s.name))
                 print(f"subscription {t.name}/{s.name:<21} rules: {rules}")
+        _messaging_tour(args.namespace, admin)
     except ServiceBusError as exc:
         print(f"demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(f"== done in {time.monotonic() - started:.1f}s")
     return 0
+
+
+def _counts(admin, queue: str) -> str:
+    c = admin.get_queue_runtime_properties(queue)
+    return (f"active={c.active_message_count} dead_letter={c.dead_letter_message_count} "
+            f"scheduled={c.scheduled_message_count} total={c.total_message_count}")
+
+
+def _messaging_tour(namespace: str, admin) -> None:
+    from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
+    queue = "orders"
+    with ServiceBusClient(namespace) as client:
+        receiver = client.get_queue_receiver(queue)
+        for stale in receiver:  # leftovers of an earlier run
+            receiver.complete_message(stale)
+        print(f"== messaging on queue '{queue}'")
+        sender = client.get_queue_sender(queue)
+        sender.send_messages([ServiceBusMessage(f"order {i}", message_id=f"order-{i}",
+                                                application_properties={"n": i})
+                              for i in range(5)])
+        print(f"sent 5                {_counts(admin, queue)}")
+        got = receiver.receive_messages(max_message_count=5)
+        print("received              " + ", ".join(f"#{m.sequence_number}:{m}" for m in got))
+        done, retry, poison = got[:3], got[3:4], got[4:]
+        receiver.complete_messages(done)
+        print(f"completed {len(done)} (one commit)")
+        for m in retry:
+            receiver.abandon_message(m)
+            print(f"abandoned {m.message_id}")
+        for m in poison:
+            receiver.dead_letter_message(m, reason="demo", error_description="shown by the demo")
+            print(f"dead-lettered {m.message_id}")
+        again = receiver.receive_messages(5)
+        print("received again        " + ", ".join(
+            f"{m.message_id} (delivery {m.delivery_count})" for m in again))
+        receiver.complete_messages(again)
+        dlq = client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        for m in dlq.receive_messages(5):
+            print(f"dead-letter queue     {m.message_id} reason={m.dead_letter_reason}")
+            dlq.complete_message(m)
+        print(f"counts                {_counts(admin, queue)}")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def send_dataframe(sender, entity, df, now: datetime) -> int:
         F.monotonically_increasing_id().alias("_order"))
     rows = rows.withColumn("expires_at", F.expr(
         "CASE WHEN time_to_live_ms IS NULL THEN NULL "
-        "ELSE timestampadd(MILLISECOND, time_to_live_ms, enqueued_time) END"))
+        "ELSE timestamp_micros(unix_micros(enqueued_time) + time_to_live_ms * 1000) END"))
     rows = rows.withColumn("idx", F.row_number().over(
         Window.partitionBy("pid").orderBy("_order")) - 1).drop("_order")
     rows = rows.localCheckpoint(eager=True)

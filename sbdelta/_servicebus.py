@@ -467,7 +467,7 @@ class ServiceBusReceiver:
         if default_ttl is not None and not self._sub_queue:
             micros = int(default_ttl / timedelta(microseconds=1))
             expires = F.coalesce(expires, F.expr(
-                f"timestampadd(MICROSECOND, {micros}, enqueued_time)"))
+                f"timestamp_micros(unix_micros(enqueued_time) + {micros})"))
         return out.select(
             F.col("seq").alias("sequence_number"), "lock_token",
             F.col("locked_until").alias("locked_until_utc"), "delivery_count", "message_id",

@@ -7,6 +7,10 @@ def test_demo_job_applies_sample_config_then_changes_nothing(spark, namespace, c
     assert demo.main(["--namespace", namespace]) == 0
     first = capsys.readouterr().out
     assert "9 created" in first and "queue        orders" in first
+    assert "completed 3 (one commit)" in first and "dead-lettered order-4" in first
+    assert "order-3 (delivery 2)" in first
+    assert "dead-letter queue     order-4 reason=demo" in first
+    assert "counts                active=0 dead_letter=0 scheduled=0 total=0" in first
     assert demo.main(["--namespace", namespace]) == 0
     assert "0 created, 0 updated, 9 unchanged" in capsys.readouterr().out
 

@@ -381,15 +381,16 @@ def test_ttl_1_ttl_4_expired_never_received_but_peek_may_show(client, queue, clo
 
 
 def test_ttl_3_default_caps_and_ttl_7_peek_shows_only_message_specific_expiry(client, queue):
-    name = queue(default_message_time_to_live=timedelta(minutes=1))
+    # Two hours: more microseconds than a 32-bit int holds (a regression once).
+    name = queue(default_message_time_to_live=timedelta(hours=2))
     client.get_queue_sender(name).send_messages(
-        [ServiceBusMessage("own", time_to_live=timedelta(hours=1)), ServiceBusMessage("none")])
+        [ServiceBusMessage("own", time_to_live=timedelta(hours=3)), ServiceBusMessage("none")])
     receiver = client.get_queue_receiver(name)
     own, none = receiver.peek_messages(2, sequence_number=0)
-    assert own.expires_at_utc == START + timedelta(minutes=1)  # capped by the default
+    assert own.expires_at_utc == START + timedelta(hours=2)  # capped by the default
     assert none.expires_at_utc is None
     got = receiver.receive_messages(2)
-    assert [m.expires_at_utc for m in got] == [START + timedelta(minutes=1)] * 2
+    assert [m.expires_at_utc for m in got] == [START + timedelta(hours=2)] * 2
 
 
 def test_ttl_5_locked_message_does_not_expire_until_the_lock_ends(client, queue, clock):

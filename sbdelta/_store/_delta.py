@@ -163,10 +163,17 @@ def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
         statement += f" TBLPROPERTIES ({properties})"
 
     def step():
+        import time
+
         try:
             spark.sql(statement)
         except Exception:  # noqa: BLE001 - another process may have created it first
-            if not DeltaTable.isDeltaTable(spark, path):
-                raise
+            # A creator in another process may be between writing files and committing
+            # version 0: give it a moment before calling the folder foreign.
+            for _ in range(40):
+                if DeltaTable.isDeltaTable(spark, path):
+                    return
+                time.sleep(0.25)
+            raise
 
     retry(step, what=f"create table {path}")

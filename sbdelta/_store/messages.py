@@ -299,8 +299,8 @@ class MessageStore:
             exp = stored
         else:
             micros = int(policy.default_ttl / timedelta(microseconds=1))
-            exp = (f"coalesce({stored}, timestampadd(MICROSECOND, {micros}, "
-                   f"{prefix}enqueued_time))")
+            exp = (f"coalesce({stored}, timestamp_micros(unix_micros({prefix}enqueued_time) "
+                   f"+ {micros}))")
         return f"coalesce({exp} <= {now_sql}, FALSE)"
 
     def _conditions(self, policy: Policy, now: datetime) -> Tuple[str, str, str]:
@@ -560,7 +560,7 @@ class MessageStore:
                 "pid", F.concat(F.lit("d:"), F.col("message_id")).alias("k"),
                 F.lit(DEDUP).alias("kind"), F.coalesce("_drev", F.lit(0)).alias("rev"),
                 "seq", F.lit(None).cast("string").alias("state"),
-                F.expr(f"timestampadd(MICROSECOND, {window_us}, enqueued_time)")
+                F.expr(f"timestamp_micros(unix_micros(enqueued_time) + {window_us})")
                 .alias("dedup_until"), "message_id",
                 F.when(F.col("_drev").isNull(), F.lit("insert")).otherwise(F.lit("update"))
                 .alias("_op"), F.col("_drev").alias("_rev")))

@@ -138,7 +138,13 @@ class ServiceBusAdministrationClient:
         """
         ref = _queue_ref(queue_name)
         props = _build(QueueProperties, (queue_name,), kwargs)
-        return self._create(ref, props, f"queues/{storage_key(props.name)}")
+        created = self._create(ref, props, f"queues/{storage_key(props.name)}")
+        # Create the message tables now, so that the first senders and receivers (often
+        # several processes at once) find them; they would create them if this step died.
+        from .._entity import EntityResolver
+
+        EntityResolver(self._ns).queue(queue_name)
+        return created
 
     def get_queue(self, queue_name: str) -> QueueProperties:
         """Raises: MessagingEntityNotFoundError."""
