@@ -555,3 +555,32 @@ def test_batch_settlement_is_all_or_nothing(client, queue, clock):
     with pytest.raises(MessageLockLostError, match="Nothing was settled"):
         receiver.complete_messages([early.lock_token, late.lock_token])
     receiver.complete_message(late)  # untouched by the failed batch
+
+
+def test_settle_3_dead_letter_move_recovers_after_a_crash_between_its_commits(client, queue):
+    """Copy committed, source removal lost: the next receive finishes the move, and a copy
+    already completed in the dead-letter queue does not come back."""
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    receiver = client.get_queue_receiver(name)
+    a, b = receiver.receive_messages(2)
+    store = client._entities.queue(name).store
+    moves = []
+    original = store.move_dead_letters
+    store.move_dead_letters = lambda pids, now: moves.append(
+        original(pids, now, copy_only=True))
+    try:
+        receiver.dead_letter_messages([a, b], reason="crash-test")
+    finally:
+        store.move_dead_letters = original
+    assert moves == [2]
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    first = dlq.receive_messages(1)
+    dlq.complete_message(first[0])           # completed while the source row still waits
+    assert receiver.receive_messages(5) == []  # finishes the move (recovery)
+    rest = receive_all(dlq, 1)
+    assert [m.sequence_number for m in rest] == [
+        m.sequence_number for m in (a, b) if m.sequence_number != first[0].sequence_number]
+    dlq.complete_message(rest[0])
+    assert dlq.receive_messages(5) == [] and dlq.peek_messages(5, sequence_number=0) == []
+    assert store.messages().where("state = 'DEADLETTERING'").count() == 0

@@ -45,7 +45,7 @@ SEQ_MASK = (1 << 64) - 1
 # Message kinds (column ``kind``) and states (column ``state``).
 MSG, FRONTIER, DEDUP, PING = "MSG", "FRONTIER", "DEDUP", "PING"
 ACTIVE, DEFERRED, SCHEDULED = "ACTIVE", "DEFERRED", "SCHEDULED"
-DEADLETTERING, CANCELLED = "DEADLETTERING", "CANCELLED"
+DEADLETTERING, CANCELLED, COMPLETED = "DEADLETTERING", "CANCELLED", "COMPLETED"
 
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 TTL_EXPIRED_REASON = "TTLExpiredException"
@@ -111,8 +111,12 @@ MESSAGES_PROPERTIES = {
 }
 
 
-def _apply_clauses(pids: Sequence[int], now: datetime) -> str:
+def _apply_clauses(pids: Sequence[int], now: datetime, tombstones: bool = False) -> str:
+    """The apply MERGE. With ``tombstones`` (the dead-letter table) removals leave a COMPLETED
+    row behind, so that a repeated dead-letter copy cannot bring a completed message back."""
     pid_list = ", ".join(str(int(p)) for p in sorted(set(pids)))
+    remove = (f"UPDATE SET state = '{COMPLETED}', lock_token = NULL, locked_until = NULL, "
+              f"body = NULL, rev = t.rev + 1") if tombstones else "DELETE"
     now_sql = sql_literal(now)
     lock_ok = f"t.lock_token = s._token AND t.locked_until > {now_sql}"
     update_all = ", ".join(f"{c} = s.{c}" for c, _ in CONTROL_COLUMNS)
@@ -122,11 +126,11 @@ def _apply_clauses(pids: Sequence[int], now: datetime) -> str:
     raise_guard = "CAST(raise_error(concat('SBDELTA_GUARD:', s._guard)) AS STRING)"
     return f"""
     ON t.pid IN ({pid_list}) AND t.pid = s.pid AND t.k = s.k
-    WHEN MATCHED AND s._op = 'delete' AND t.rev = s._rev THEN DELETE
+    WHEN MATCHED AND s._op = 'delete' AND t.rev = s._rev THEN {remove}
     WHEN MATCHED AND s._op = 'update' AND t.rev = s._rev THEN
       UPDATE SET {update_all}, application_properties = s.application_properties,
                  rev = t.rev + 1
-    WHEN MATCHED AND s._op = 'settle_delete' AND {lock_ok} THEN DELETE
+    WHEN MATCHED AND s._op = 'settle_delete' AND {lock_ok} THEN {remove}
     WHEN MATCHED AND s._op = 'settle_update' AND {lock_ok} THEN UPDATE SET
       state = CASE WHEN {over_max} THEN '{DEADLETTERING}' ELSE coalesce(s.state, t.state) END,
       dead_letter_reason = CASE WHEN {over_max} THEN '{MAX_DELIVERY_REASON}'
@@ -436,7 +440,8 @@ class MessageStore:
                           policy, now, delete, prefix)
         plan = plan.localCheckpoint(eager=True)
         source = plan.where("_op IS NOT NULL").drop("_out")
-        merge(self.spark, self.messages_path, source, _apply_clauses(chosen, now))
+        merge(self.spark, self.messages_path, source,
+              _apply_clauses(chosen, now, self.dead_letter))
         out = plan.where("_out")
         if any(actions[p] for p in chosen) or (
                 policy.dead_letter_on_expiration and any(take_new.values())):
@@ -682,13 +687,16 @@ class MessageStore:
             df = self.spark.sql(f"SELECT * FROM VALUES {values} AS v({', '.join(names)})")
         else:
             df = self.spark.createDataFrame(data, ddl(SOURCE_COLUMNS))
-        merge(self.spark, self.messages_path, df, _apply_clauses(list(pids), now))
+        merge(self.spark, self.messages_path, df,
+              _apply_clauses(list(pids), now, self.dead_letter))
 
     def apply_df(self, df, pids: Iterable[int], now: datetime) -> None:
-        merge(self.spark, self.messages_path, df, _apply_clauses(list(pids), now))
+        merge(self.spark, self.messages_path, df,
+              _apply_clauses(list(pids), now, self.dead_letter))
 
     # -- dead-letter moves ---------------------------------------------------------------------
-    def move_dead_letters(self, pids: Iterable[int], now: datetime) -> int:
+    def move_dead_letters(self, pids: Iterable[int], now: datetime, *,
+                          copy_only: bool = False) -> int:
         """Copy DEADLETTERING rows into the dead-letter table, then remove them here.
 
         Two commits, each safe to repeat: the copy inserts only keys the dead-letter table does
@@ -718,6 +726,8 @@ class MessageStore:
                   f"ON t.pid IN ({', '.join(map(str, pids))}) AND t.pid = s.pid AND t.k = s.k "
                   f"WHEN NOT MATCHED THEN INSERT ({', '.join(COLUMN_NAMES)}) "
                   f"VALUES ({', '.join('s.' + c for c in COLUMN_NAMES)})")
+            if copy_only:  # tests: stop as a crash between the two commits would
+                return rows.count()
             remove = self._ops(rows, "delete").drop("_out")
             self.apply_df(remove, pids, now)
             return rows.count()
@@ -777,9 +787,10 @@ class MessageStore:
             F.sum(F.expr(f"CASE WHEN state = '{SCHEDULED}' AND visible_at > {now_sql} "
                          f"THEN 1 ELSE 0 END")).alias("scheduled"),
             F.sum(F.expr(f"CASE WHEN state = '{DEFERRED}' THEN 1 ELSE 0 END")).alias("deferred"),
-            F.sum(F.expr(f"CASE WHEN state <> '{DEADLETTERING}' AND locked_until > {now_sql} "
-                         f"THEN 1 ELSE 0 END")).alias("locked"),
-            F.sum(F.expr(f"CASE WHEN state <> '{DEADLETTERING}' THEN size ELSE 0 END"))
+            F.sum(F.expr(f"CASE WHEN state NOT IN ('{DEADLETTERING}', '{COMPLETED}') "
+                         f"AND locked_until > {now_sql} THEN 1 ELSE 0 END")).alias("locked"),
+            F.sum(F.expr(f"CASE WHEN state NOT IN ('{DEADLETTERING}', '{COMPLETED}') "
+                         f"THEN size ELSE 0 END"))
             .alias("size")).collect()[0]
         result.active = agg.active or 0
         result.scheduled = agg.scheduled or 0
