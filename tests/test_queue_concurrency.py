@@ -20,7 +20,7 @@ from sbdelta.management import ServiceBusAdministrationClient
 
 from .conftest import run_python
 
-MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "600"))
+MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "2000"))
 
 
 def _read(path):
@@ -46,7 +46,7 @@ def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_pa
     procs = [run_python("-m", "tests.workers.broker_worker", "send", ns, "work", logs[0],
                         str(MESSAGES), "100")]
     procs += [run_python("-m", "tests.workers.broker_worker", "receive", ns, "work", log,
-                         "1500", "100") for log in logs[1:]]
+                         "1500", "200") for log in logs[1:]]
     try:
         procs[0].wait(timeout=1200)
         assert procs[0].returncode == 0, procs[0].stderr.read()[-3000:]
