@@ -29,5 +29,27 @@ def run_python(*args, env=None, **kwargs):
     import subprocess
 
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=full_env, text=True,
+                            **kwargs)
+
+
+def run_logged(log_path, *args, env=None):
+    """Like :func:`run_python`, with stdout and stderr going to ``log_path``.
+
+    For long-running workers: a pipe nobody reads fills up and blocks the worker's logging.
+    """
+    handle = open(log_path, "w")
+    import subprocess
+
+    proc = run_python(*args, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    proc.output_path = log_path
+    handle.close()
+    return proc
+
+
+def output_tail(proc, chars=3000):
+    """The end of a :func:`run_logged` worker's output, for assertion messages."""
+    with open(proc.output_path) as handle:
+        return handle.read()[-chars:]

@@ -18,7 +18,7 @@ import pytest
 from sbdelta import ManualClock, ServiceBusClient, ServiceBusSubQueue
 from sbdelta.management import ServiceBusAdministrationClient
 
-from .conftest import run_python
+from .conftest import output_tail, run_logged
 
 MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "2000"))
 
@@ -43,13 +43,13 @@ def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_pa
     admin.create_queue("work", enable_partitioning=partitioned,
                        lock_duration=timedelta(minutes=5))
     logs = [str(tmp_path / f"{name}.log") for name in ("sender", "r1", "r2")]
-    procs = [run_python("-m", "tests.workers.broker_worker", "send", ns, "work", logs[0],
-                        str(MESSAGES), "100")]
-    procs += [run_python("-m", "tests.workers.broker_worker", "receive", ns, "work", log,
-                         "1500", "200") for log in logs[1:]]
+    procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
+                        "work", logs[0], str(MESSAGES), "100")]
+    procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
+                         "work", log, "1500", "200") for log in logs[1:]]
     try:
         procs[0].wait(timeout=1200)
-        assert procs[0].returncode == 0, procs[0].stderr.read()[-3000:]
+        assert procs[0].returncode == 0, output_tail(procs[0])
         deadline = time.monotonic() + 1500
         while time.monotonic() < deadline:
             done = sum(1 for log in logs[1:] for r in _read(log) if r["event"] == "completed")
@@ -64,7 +64,7 @@ def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_pa
             if proc.poll() is None:
                 proc.kill()
     for proc in procs[1:]:
-        assert proc.returncode == 0, proc.stderr.read()[-3000:]
+        assert proc.returncode == 0, output_tail(proc)
 
     sent = [i for r in _read(logs[0]) if r["event"] == "sent" for i in r["ids"]]
     assert len(sent) == MESSAGES
@@ -114,8 +114,8 @@ def test_crash_kill_9_receivers_and_dead_letterers_lose_nothing(spark, tmp_path)
     for round_ in range(4):
         log = str(tmp_path / f"chaos{round_}.log")
         logs.append(log)
-        procs = [run_python("-m", "tests.workers.broker_worker", "chaos", ns, "crashy", log,
-                            "30") for _ in range(2)]
+        procs = [run_logged(f"{log}.{i}.out", "-m", "tests.workers.broker_worker", "chaos", ns,
+                            "crashy", log, "30") for i in range(2)]
         # Wait until they are settling, then kill both at a random point of their work.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not any(
