@@ -154,12 +154,12 @@ def setup() -> None:
               help="conf/spark-<profile>.conf to start from.")
 def spark_submit_args(profile: str) -> None:
     """Print spark-submit flags for sbdelta jobs: spark-submit $(sbdelta spark-submit-args) ..."""
-    import shlex
-
     from ._spark import spark_submit_args as args
 
     try:
-        click.echo(" ".join(shlex.quote(a) for a in args(profile)))
+        # Unquoted: $(...) splits words but does not remove quotes, so quoting would break
+        # the documented use. No value sbdelta produces contains whitespace.
+        click.echo(" ".join(args(profile)))
     except ServiceBusError as exc:
         raise _Failure(str(exc)) from None
 

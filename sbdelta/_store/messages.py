@@ -417,7 +417,9 @@ class MessageStore:
             old, new = claimable[p], new_counts.get(p, 0)
             if old + new + actions[p] == 0:
                 continue
-            if remaining <= 0 and old + new > 0:
+            if remaining <= 0 and n == 0 and actions[p]:
+                pass  # a sweep (n == 0) visits every partition that needs action
+            elif remaining <= 0 and old + new > 0:
                 break
             take_old[p] = min(old, remaining)
             take_new[p] = min(new, remaining - take_old[p])
