@@ -152,6 +152,14 @@ def _apply_clauses(pids: Sequence[int], now: datetime, tombstones: bool = False)
     """
 
 
+def frontier_at(pid: int, version: int) -> int:
+    """The frontier value that passes every row of ``version`` (and before) in ``pid``.
+
+    Frontiers are sequence numbers, so they carry the partition id in their top bits.
+    """
+    return (pid << PID_SHIFT) | (version << VERSION_SHIFT) | IDX_MASK
+
+
 def msg_key(seq: int) -> str:
     return f"m{seq:019d}"
 
@@ -507,7 +515,7 @@ class MessageStore:
             if not take_new.get(p):
                 continue
             if take_new[p] == new_counts.get(p, 0):
-                frontier_rows.append((p, (hi << VERSION_SHIFT) | IDX_MASK))
+                frontier_rows.append((p, frontier_at(p, hi)))
             else:
                 frontier_rows.append((p, None))  # the last row taken, computed below
         if frontier_rows:
@@ -664,7 +672,7 @@ class MessageStore:
             rows = []
             for p in pids:
                 seq, rev = current.get(p, (-1, None))
-                target = (hi << VERSION_SHIFT) | IDX_MASK
+                target = frontier_at(p, hi)
                 if seq >= target:
                     continue
                 rows.append({"pid": p, "k": "f", "kind": FRONTIER, "seq": target,
