@@ -88,8 +88,8 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
     resolver = EntityResolver(ns)
     names = list(entities) if entities else [r.name for r in ns.registry.list("queue")]
     report = ExpiryReport(dry_run=dry_run)
-    for name in names:
-        entity = resolver.queue(name)
+    # Resolve every name first: an unknown one fails the job before anything is changed.
+    for entity in [resolver.queue(name) for name in names]:
         store, policy = entity.store, entity.policy
         now = ns.clock.now()
         _, action, expired = store._conditions(policy, now)

@@ -6,7 +6,10 @@ import sys
 from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from sbdelta import ManualClock, ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from sbdelta.exceptions import MessagingEntityNotFoundError
 from sbdelta.maintenance import expire_messages
 from sbdelta.management import ServiceBusAdministrationClient
 
@@ -38,6 +41,9 @@ def test_ttl_6_recv_5_sweep_dead_letters_expired_and_exhausted_messages(spark, n
         assert [m.delivery_count for m in expiring.receive_messages(5)] == [2]
         first = client.get_queue_receiver("dropping").receive_messages(1)
         clock.advance(timedelta(seconds=31))  # locks over, TTLs over
+        with pytest.raises(MessagingEntityNotFoundError):  # checked before any change
+            expire_messages(namespace, entities=["expiring", "missing"], clock=clock,
+                            spark=spark)
         dry = expire_messages(namespace, clock=clock, dry_run=True, spark=spark)
         assert dry.totals() == {"expired_dead_lettered": 1, "expired_dropped": 1,
                                 "max_delivery_dead_lettered": 1, "unfinished_moves": 0}
