@@ -14,6 +14,7 @@ from typing import Dict, Optional, Tuple
 
 from ._names import entity_key, validate_entity_path
 from ._namespace import Namespace
+from ._store._delta import latest_version
 from ._store.messages import MessageStore, Policy
 from .exceptions import MessagingEntityDisabledError, MessagingEntityNotFoundError
 from .management._properties import EntityStatus, QueueProperties
@@ -73,11 +74,7 @@ class EntityResolver:
         registry = self._ns.registry
         if not registry._exists():
             return -1
-        jvm = self._ns.spark.sparkContext._jvm
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-            self._ns.spark._jsparkSession, registry.path)
-        none = jvm.scala.Option.apply(None)
-        return int(log.update(False, none, none).version())
+        return latest_version(self._ns.spark, registry.path)
 
     def queue(self, name: str) -> Entity:
         name = validate_entity_path(name, kind="queue")

@@ -111,7 +111,7 @@ def test_part_2_unkeyed_messages_spread_and_part_4_receive_serves_all_partitions
     assert sorted(int(str(m)) for m in got) == list(range(32))
     assert len({m.sequence_number >> PID_SHIFT for m in got}) == 16
     receiver.complete_messages(got)
-    # Frontiers past whole commits keep their partition bits: nothing is registered twice.
+    # Completed messages are not handed out again when more arrive.
     client.get_queue_sender(name).send_messages(ServiceBusMessage("next"))
     assert bodies(receive_all(receiver, 2, batch=32, tries=3)) == ["next"]
 

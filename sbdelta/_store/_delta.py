@@ -133,6 +133,14 @@ def merge(spark, target: str, source, clauses: str):
     return rows[0] if rows else None
 
 
+def latest_version(spark, path: str) -> int:
+    """A Delta table's latest committed version: a listing of its log, no Spark job."""
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    none = jvm.scala.Option.apply(None)
+    return int(log.update(False, none, none).version())
+
+
 def sql_literal(value) -> str:
     """A SQL literal for a str, int, bool, None or aware datetime (UTC)."""
     from datetime import datetime, timezone

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ._delta import create_table, merge, retry, sql_literal
+from ._delta import create_table, latest_version, merge, retry, sql_literal
 from .schema import ddl, tblproperties
 
 PID_SHIFT = 48
@@ -271,8 +271,7 @@ class MessageStore:
 
     def latest_version(self, path: str) -> int:
         """The table's latest committed version (a listing of its log, no Spark job)."""
-        none = self.spark.sparkContext._jvm.scala.Option.apply(None)
-        return int(self._delta_log(path).update(False, none, none).version())
+        return latest_version(self.spark, path)
 
     def commit_version_of(self, path: str, token: str, after: int) -> int:
         """The version whose commitInfo.userMetadata is ``token``, searching after ``after``."""
