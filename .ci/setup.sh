@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,bench]"
 .venv/bin/sbdelta setup >/dev/null

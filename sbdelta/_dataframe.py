@@ -7,7 +7,8 @@ from typing import List, Optional
 
 from ._store._delta import GuardTripped, retry, sql_literal
 from ._store.messages import (DEADLETTERING, DEFERRED, INBOX_COLUMNS,
-                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, key_sql,
+                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING,
+                              PING_CONTENT_TYPE, key_sql,
                               seq_of_token, seq_of_token_sql)
 from .exceptions import (MessageLockLostError, MessageSizeExceededError,
                          ServiceBusInvalidOperationError)
@@ -102,7 +103,9 @@ def send_dataframe(sender, entity, df, now: datetime) -> int:
     size = size + F.coalesce(F.octet_length(app), F.lit(0))
 
     rows = df.select(
-        pid.cast("int").alias("pid"), F.lit(MSG).alias("kind"),
+        pid.cast("int").alias("pid"),
+        F.when(col("content_type") == PING_CONTENT_TYPE, F.lit(PING))
+        .otherwise(F.lit(MSG)).alias("kind"),
         col("message_id").alias("message_id"),
         F.coalesce(body, F.lit(b"").cast("binary")).alias("body"),
         app.alias("application_properties"),

@@ -18,16 +18,16 @@ from ._entity import Entity, EntityResolver
 from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
                        ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue,
                        decode_properties, encode_properties, to_message_list)
+from ._activity import ActivityTracker
 from ._namespace import Namespace
 from ._store._delta import GuardTripped, retry
 from ._store.messages import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
-                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, SCHEDULED, DLQ_POLICY,
-                              MessageStore, key_sql, lock_token_prefix, msg_key, partition_of,
-                              seq_of_token, seq_of_token_sql, PID_SHIFT, VERSION_SHIFT)
+                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING, PING_CONTENT_TYPE,
+                              SCHEDULED, DLQ_POLICY, MessageStore, lock_token_prefix, msg_key,
+                              partition_of, PID_SHIFT, VERSION_SHIFT)
 from ._store.schema import ddl
 from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
-                         MessageSizeExceededError, ServiceBusError,
-                         ServiceBusInvalidOperationError)
+                         MessageSizeExceededError, ServiceBusInvalidOperationError)
 
 __all__ = ["ServiceBusClient", "ServiceBusSender", "ServiceBusReceiver"]
 
@@ -64,6 +64,7 @@ class ServiceBusClient:
     def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
         self._ns = Namespace(namespace, spark=spark, clock=clock)
         self._entities = EntityResolver(self._ns)
+        self._activity = ActivityTracker(self._ns)
         self._closed = False
 
     @property
@@ -157,6 +158,7 @@ class ServiceBusSender:
         self._client._check_open()
         entity = self._client._entities.queue(self._name)
         entity.check_send()
+        self._client._activity.touch(entity.store.folder)  # IDLE-2: sends are activity
         return entity
 
     def create_message_batch(self, max_size_in_bytes: Optional[int] = None) -> ServiceBusMessageBatch:
@@ -212,7 +214,8 @@ class ServiceBusSender:
                     "one send; split the batch")
             counters[pid] = idx + 1
             pids.append(pid)
-            rows.append((pid, idx, MSG, message.message_id, bytearray(message.body),
+            kind = PING if message.content_type == PING_CONTENT_TYPE else MSG
+            rows.append((pid, idx, kind, message.message_id, bytearray(message.body),
                          encode_properties(message.application_properties), message.session_id,
                          message.partition_key, message.content_type, message.correlation_id,
                          message.subject, message.to, message.reply_to,
@@ -354,6 +357,8 @@ class ServiceBusReceiver:
         self._client._check_open()
         entity = self._client._entities.queue(self._name)
         entity.check_receive()
+        # IDLE-2: receives, peeks and settlements are activity (one small file a minute).
+        self._client._activity.touch(entity.store.folder)
         return entity
 
     def _store(self, entity: Entity) -> MessageStore:
@@ -546,7 +551,8 @@ class ServiceBusReceiver:
                     f"sequence_number must be an integer >= 0, got {sequence_number!r}")
             self._next_peek = sequence_number
         self._client._check_open()
-        entity = self._client._entities.queue(self._name)
+        entity = self._client._entities.queue(self._name)  # peek works on disabled queues
+        self._client._activity.touch(entity.store.folder)  # IDLE-2: a peek is activity
         store = self._store(entity)
         now = self._now()
         while True:

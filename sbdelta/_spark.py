@@ -46,6 +46,8 @@ _BUILTIN_LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
+    # VACUUM lists a table's folders with this many tasks (Spark's default is 10000).
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.log.level": "WARN",
     "spark.ui.showConsoleProgress": "false",

@@ -7,7 +7,6 @@ The namespace comes from ``--namespace``, else ``$SBDELTA_NAMESPACE``, else ``./
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Optional
 

@@ -1,4 +1,4 @@
-"""Batch maintenance over a namespace: the expiry sweep (more jobs follow in issue 4).
+"""Batch maintenance over a namespace: the expiry sweep, table compaction, idle-entity deletion.
 
 Each function takes the namespace plus keyword options, including ``clock=`` like the clients,
 and returns a report object that prints as a short table. They are safe to run while senders,
@@ -8,16 +8,41 @@ the receivers use, so a concurrent change makes the sweep redo its plan, never d
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence
 
 from ._clock import Clock
 from ._entity import EntityResolver
 from ._namespace import Namespace
 from ._store.messages import DEADLETTERING, MSG
+from .exceptions import MessagingEntityNotFoundError
 
-__all__ = ["ExpiryReport", "EntityExpiry", "expire_messages"]
+__all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "CompactReport",
+           "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS", "IdleReport",
+           "EntityIdleness", "delete_idle_entities"]
+
+# Delta's own default for delta.deletedFileRetentionDuration (7 days). Vacuum must not delete a
+# file that a running receive still reads, so go below it only when nothing else runs.
+DEFAULT_RETAIN_HOURS = 168.0
+
+
+class _Visits:
+    """What every report shares: the entities visited and the sums of their counters."""
+
+    entities: list
+
+    @property
+    def entities_visited(self) -> int:
+        return len(self.entities)
+
+    def totals(self) -> Dict[str, int]:
+        """Each counter of the per-entity records (its int fields), summed over entities."""
+        kind = self._entity_type  # type: ignore[attr-defined]
+        keys = [f.name for f in dataclasses.fields(kind) if f.type in (int, "int")]
+        return {k: sum(getattr(e, k) for e in self.entities) for k in keys}
 
 
 @dataclass
@@ -37,21 +62,13 @@ class EntityExpiry:
 
 
 @dataclass
-class ExpiryReport:
+class ExpiryReport(_Visits):
     """The result of :func:`expire_messages`."""
 
+    _entity_type = EntityExpiry
     dry_run: bool
     entities: List[EntityExpiry] = field(default_factory=list)
     seconds: float = 0.0
-
-    @property
-    def entities_visited(self) -> int:
-        return len(self.entities)
-
-    def totals(self) -> Dict[str, int]:
-        keys = ("expired_dead_lettered", "expired_dropped", "max_delivery_dead_lettered",
-                "unfinished_moves")
-        return {k: sum(getattr(e, k) for e in self.entities) for k in keys}
 
     def __str__(self) -> str:
         verb = "would handle" if self.dry_run else "handled"
@@ -112,5 +129,232 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
             # A zero-message acquire visits exactly the partitions that need action.
             store.acquire(0, policy=policy, now=now, delete=False)
         report.entities.append(result)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+@dataclass
+class EntityCompaction:
+    """What :func:`compact` removed, rewrote and vacuumed on one entity."""
+
+    entity: str
+    inbox_rows_purged: int = 0
+    tombstones_purged: int = 0
+    dead_letter_tombstones_purged: int = 0
+    files_compacted: int = 0
+    files_written: int = 0
+    files_vacuumed: int = 0
+    #: Per table (inbox, messages, deadletter): the latest checkpoint version Delta wrote.
+    checkpoint_versions: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CompactReport(_Visits):
+    """The result of :func:`compact`."""
+
+    _entity_type = EntityCompaction
+    dry_run: bool
+    retain_hours: float
+    entities: List[EntityCompaction] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        lines = [f"compaction ({'dry run' if self.dry_run else 'applied'}, vacuum retaining "
+                 f"{self.retain_hours:g} h): {self.entities_visited} entities visited in "
+                 f"{self.seconds:.1f}s"]
+        rows = [(e.entity, vars(e)) for e in self.entities] + [("total", self.totals())]
+        for name, v in rows:
+            lines.append(
+                f"  {name:<30} inbox rows purged {v['inbox_rows_purged']}, tombstones "
+                f"{v['tombstones_purged']}, DLQ tombstones {v['dead_letter_tombstones_purged']}, "
+                f"files compacted {v['files_compacted']} -> {v['files_written']}, vacuumed "
+                f"{v['files_vacuumed']}")
+        return "\n".join(lines)
+
+
+def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
+            clock: Optional[Clock] = None, dry_run: bool = False,
+            retain_hours: float = DEFAULT_RETAIN_HOURS, spark=None) -> CompactReport:
+    """Physically remove settled rows, compact small files and vacuum.
+
+    Per queue (all of them, or only ``entities``):
+
+    1. inbox rows every partition frontier has passed (registered, hence copied to the
+       messages table or settled) are deleted, whole send commits at a time;
+    2. cancellation tombstones behind the frontier, duplicate-detection history past its
+       window, and dead-letter COMPLETED tombstones whose source row is gone are deleted, by
+       revision (the receivers' guarded MERGE, so a concurrent change makes this step re-plan);
+    3. the messages and dead-letter tables are OPTIMIZEd (the inbox is not: change-data reads
+       of unregistered commits need its original files);
+    4. every table is VACUUMed with ``retain_hours`` (Delta's 7-day default; lower only when
+       no receive can be running on an older snapshot). Checkpoints are Delta's own, every 10
+       commits; the report gives each table's latest (see ``last_checkpoint_version``).
+
+    ``dry_run`` counts what steps 1, 2 and 4 would remove and changes nothing.
+    """
+    started = time.monotonic()
+    if retain_hours < 0:
+        raise ValueError(f"retain_hours must be >= 0, got {retain_hours}")
+    ns = Namespace(namespace, spark=spark, clock=clock)
+    resolver = EntityResolver(ns)
+    names = list(entities) if entities else [r.name for r in ns.registry.list("queue")]
+    report = CompactReport(dry_run=dry_run, retain_hours=retain_hours)
+    for entity in [resolver.queue(name) for name in names]:
+        report.entities.append(_compact_entity(ns, entity, dry_run, retain_hours))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
+    from ._store._delta import last_checkpoint_version, optimize, vacuum
+
+    store, dlq = entity.store, entity.store.dead_letter_store()
+    result = EntityCompaction(entity.name)
+    now = ns.clock.now()
+    frontiers = store.frontiers()
+    result.inbox_rows_purged = store.purge_inbox(frontiers, dry_run=dry_run)
+
+    def live_sources():
+        return store.messages().where(f"kind = '{MSG}' AND state = '{DEADLETTERING}'").select(
+            "pid", "k")
+
+    def dead_here():
+        return store.dead_rows(store.frontiers(), ns.clock.now())
+
+    def dead_in_dlq():
+        return dlq.dead_rows({}, ns.clock.now(), live_sources())
+
+    if dry_run:
+        result.tombstones_purged = dead_here().count()
+        result.dead_letter_tombstones_purged = dead_in_dlq().count()
+    else:
+        result.tombstones_purged = store.purge_rows(dead_here, now)
+        result.dead_letter_tombstones_purged = dlq.purge_rows(dead_in_dlq, now)
+        for path in (store.messages_path, dlq.messages_path):
+            removed, added = optimize(ns.spark, path)
+            result.files_compacted += removed
+            result.files_written += added
+    for path in (store.inbox_path, store.messages_path, dlq.messages_path):
+        result.files_vacuumed += vacuum(ns.spark, path, retain_hours, dry_run=dry_run)
+        result.checkpoint_versions[path.rsplit("/", 1)[-1]] = last_checkpoint_version(
+            ns.spark, path)
+    return result
+
+
+@dataclass
+class EntityIdleness:
+    """One entity the idle job looked at."""
+
+    entity: str
+    kind: str
+    auto_delete_on_idle: Optional[timedelta]
+    last_activity: datetime
+    idle_for: timedelta
+    deleted: bool = False
+    kept_because: str = ""
+
+
+@dataclass
+class IdleReport(_Visits):
+    """The result of :func:`delete_idle_entities`."""
+
+    _entity_type = EntityIdleness
+    dry_run: bool
+    entities: List[EntityIdleness] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def deleted(self) -> List[str]:
+        return [e.entity for e in self.entities if e.deleted]
+
+    def __str__(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        lines = [f"idle entities ({'dry run' if self.dry_run else 'applied'}): "
+                 f"{self.entities_visited} entities visited in {self.seconds:.1f}s, "
+                 f"{len(self.deleted)} {verb}"]
+        for e in self.entities:
+            what = verb if e.deleted else f"kept: {e.kept_because}"
+            lines.append(f"  {e.kind:<12} {e.entity:<40} idle {e.idle_for}  {what}")
+        return "\n".join(lines)
+
+
+_IDLE_KINDS = ("topic", "queue", "subscription")  # topics first: they take their subscriptions
+
+
+def delete_idle_entities(namespace: str, *, entities: Optional[Sequence[str]] = None,
+                         clock: Optional[Clock] = None, dry_run: bool = False,
+                         spark=None) -> IdleReport:
+    """Delete queues, topics and subscriptions idle for longer than ``auto_delete_on_idle``.
+
+    Activity (IDLE-2) is the newest of: the entity's creation and updates in the registry, the
+    creation and updates of everything below it (a topic's subscriptions and rules, a
+    subscription's rules), and the times clients recorded under its folder and its children's
+    folders when they sent, received, peeked, settled or scheduled (see ``sbdelta._activity``).
+    An entity that forwards (``forward_to``) counts as received from, so it is kept (IDLE-3).
+    Entities without ``auto_delete_on_idle`` are never deleted. ``entities`` limits the job to
+    these paths (``queue``, ``topic`` or ``topic/Subscriptions/name``).
+    """
+    from ._activity import last_activity
+    from .management import ServiceBusAdministrationClient
+    from .management._properties import (QueueProperties, SubscriptionProperties,
+                                         TopicProperties)
+
+    started = time.monotonic()
+    ns = Namespace(namespace, spark=spark, clock=clock)
+    admin = ServiceBusAdministrationClient(namespace, spark=ns.spark, clock=ns.clock)
+    rows = ns.registry._read("TRUE")
+    by_key = {r.key: r for r in rows}
+    classes = {"queue": QueueProperties, "topic": TopicProperties,
+               "subscription": SubscriptionProperties}
+
+    def path_of(row) -> str:
+        if row.kind == "subscription":
+            return f"{by_key[row.parent].name}/Subscriptions/{row.name}"
+        return row.name
+
+    wanted = None if entities is None else {name.lower() for name in entities}
+    report = IdleReport(dry_run=dry_run)
+    gone: set = set()
+    for kind in _IDLE_KINDS:
+        for row in [r for r in rows if r.kind == kind]:
+            path = path_of(row)
+            if (wanted is not None and path.lower() not in wanted) or row.parent in gone:
+                continue
+            props = classes[kind].from_dict(row.properties)
+            below = [r for r in rows if r.key.startswith(row.key + ":")]
+
+            def newest() -> datetime:
+                folders = [ns.path(r.location) for r in [row] + below if r.location]
+                times = [row.created_at, row.updated_at] + [r.updated_at for r in below]
+                recorded = last_activity(ns, folders)
+                return max(times + ([recorded] if recorded else []))
+
+            now = ns.clock.now()
+            last = newest()
+            seen = EntityIdleness(path, kind, props.auto_delete_on_idle, last, now - last)
+            report.entities.append(seen)
+            if props.auto_delete_on_idle is None:
+                seen.kept_because = "auto_delete_on_idle not set"
+            elif getattr(props, "forward_to", None):
+                seen.kept_because = f"forwards to {props.forward_to} (IDLE-3)"
+            elif seen.idle_for < props.auto_delete_on_idle:
+                seen.kept_because = f"auto_delete_on_idle is {props.auto_delete_on_idle}"
+            elif dry_run:
+                seen.deleted = True
+                gone.add(row.key)
+            elif ns.clock.now() - newest() >= props.auto_delete_on_idle:  # still idle: delete
+                try:
+                    if kind == "queue":
+                        admin.delete_queue(row.name)
+                    elif kind == "topic":
+                        admin.delete_topic(row.name)
+                    else:
+                        admin.delete_subscription(by_key[row.parent].name, row.name)
+                    seen.deleted = True
+                except MessagingEntityNotFoundError:
+                    seen.kept_because = "deleted by someone else meanwhile"
+                gone.add(row.key)
+            else:
+                seen.kept_because = "became active while the job ran"
     report.seconds = time.monotonic() - started
     return report

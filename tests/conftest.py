@@ -2,6 +2,7 @@
 
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,33 @@ def spark():
     session = get_spark(conf={"spark.app.name": "sbdelta-tests"})
     yield session
     session.stop()
+
+
+#: The ManualClock start of the messaging tests (a date no real clock is near).
+START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def clock():
+    from sbdelta import ManualClock
+
+    return ManualClock(START)
+
+
+@pytest.fixture
+def admin(spark, ns, clock):
+    """An admin client on the test module's ``ns`` fixture (each module defines its own)."""
+    from sbdelta.management import ServiceBusAdministrationClient
+
+    return ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
+
+
+@pytest.fixture
+def client(spark, ns, clock):
+    from sbdelta import ServiceBusClient
+
+    with ServiceBusClient(ns, spark=spark, clock=clock) as c:
+        yield c
 
 
 @pytest.fixture
@@ -53,3 +81,17 @@ def output_tail(proc, chars=3000):
     """The end of a :func:`run_logged` worker's output, for assertion messages."""
     with open(proc.output_path) as handle:
         return handle.read()[-chars:]
+
+
+def spark_submit(job, *args, timeout=600):
+    """Run ``jobs/<job>.py`` through spark-submit as a scheduler would, with the arguments
+    ``$(sbdelta spark-submit-args)`` expands to; returns the CompletedProcess."""
+    import subprocess
+
+    submit_args = subprocess.run([sys.executable, "-m", "sbdelta.cli", "spark-submit-args"],
+                                 capture_output=True, text=True, check=True,
+                                 cwd=ROOT).stdout.split()
+    submit = str(Path(sys.executable).parent / "spark-submit")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    return subprocess.run([submit, *submit_args, str(ROOT / "jobs" / f"{job}.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)

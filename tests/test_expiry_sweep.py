@@ -1,9 +1,5 @@
 """The expiry sweep (sbdelta.maintenance.expire_messages and jobs/expire_messages.py)."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,7 +9,7 @@ from sbdelta.exceptions import MessagingEntityNotFoundError
 from sbdelta.maintenance import expire_messages
 from sbdelta.management import ServiceBusAdministrationClient
 
-from .conftest import ROOT
+from .conftest import spark_submit
 
 START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -64,18 +60,9 @@ def test_ttl_6_recv_5_sweep_dead_letters_expired_and_exhausted_messages(spark, n
 
 def test_expire_messages_job_runs_via_spark_submit(spark, namespace):
     ServiceBusAdministrationClient(namespace, spark=spark).create_queue("q")
-    # What `spark-submit $(sbdelta spark-submit-args) ...` gets after word splitting.
-    args = subprocess.run([sys.executable, "-m", "sbdelta.cli", "spark-submit-args"],
-                          capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
-    submit = str(Path(sys.executable).parent / "spark-submit")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    done = subprocess.run([submit, *args, str(ROOT / "jobs" / "expire_messages.py"),
-                           "--namespace", namespace, "--dry-run"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    done = spark_submit("expire_messages", "--namespace", namespace, "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "expiry sweep (dry run): 1 entities visited" in done.stdout
-    bad = subprocess.run([submit, *args, str(ROOT / "jobs" / "expire_messages.py"),
-                          "--namespace", namespace, "--entity", "missing"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    bad = spark_submit("expire_messages", "--namespace", namespace, "--entity", "missing")
     assert bad.returncode == 1
     assert "MessagingEntityNotFoundError" in bad.stdout + bad.stderr

@@ -1,6 +1,5 @@
 """ServiceBusAdministrationClient against a real Delta registry."""
 
-import dataclasses
 from datetime import timedelta
 
 import pytest

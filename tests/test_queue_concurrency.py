@@ -38,25 +38,50 @@ def _wait(procs, timeout):
 
 @pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
 def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_path, partitioned):
+    _two_receivers_one_sender(spark, tmp_path, partitioned, MESSAGES)
+
+
+def test_maintenance_jobs_run_concurrently_with_senders_receivers_and_each_other(spark,
+                                                                                  tmp_path):
+    """Two processes loop the expiry sweep and compaction on the queue while one sender and
+    two receivers work on it: nothing lost, nothing twice, no double lock, and the jobs did
+    remove inbox rows while the others ran."""
+    maintained = _two_receivers_one_sender(spark, tmp_path, True, 300, maintainers=2)
+    assert all(rounds for rounds in maintained.values()), maintained
+    assert sum(r["compacted"]["inbox_rows_purged"]
+               for rounds in maintained.values() for r in rounds) > 0
+
+
+def _two_receivers_one_sender(spark, tmp_path, partitioned, messages, maintainers=0):
     ns = str(tmp_path / "ns")
     admin = ServiceBusAdministrationClient(ns, spark=spark)
     admin.create_queue("work", enable_partitioning=partitioned,
                        lock_duration=timedelta(minutes=5))
     logs = [str(tmp_path / f"{name}.log") for name in ("sender", "r1", "r2")]
+    jobs = [str(tmp_path / f"maintain{i}.log") for i in range(maintainers)]
     procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
-                        "work", logs[0], str(MESSAGES), "100")]
+                        "work", logs[0], str(messages), "100")]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
                          "work", log, "1500", "200") for log in logs[1:]]
+    procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "maintain", ns,
+                         "work", log) for log in jobs]
     try:
         procs[0].wait(timeout=1200)
         assert procs[0].returncode == 0, output_tail(procs[0])
         deadline = time.monotonic() + 1500
         while time.monotonic() < deadline:
             done = sum(1 for log in logs[1:] for r in _read(log) if r["event"] == "completed")
-            if done >= MESSAGES or any(p.poll() is not None for p in procs[1:]):
+            if done >= messages or any(p.poll() is not None for p in procs[1:]):
                 break
             time.sleep(2)
-        for log in logs[1:]:
+        # Let each job finish one more round, begun after the queue was drained.
+        drained = {log: len(_read(log)) for log in jobs}
+        while time.monotonic() < deadline and not all(
+                len(_read(log)) > drained[log] for log in jobs):
+            if any(p.poll() is not None for p in procs[1:]):
+                break
+            time.sleep(2)
+        for log in logs[1:] + jobs:
             open(log + ".stop", "w").close()
         _wait(procs[1:], 600)
     finally:
@@ -67,7 +92,7 @@ def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_pa
         assert proc.returncode == 0, output_tail(proc)
 
     sent = [i for r in _read(logs[0]) if r["event"] == "sent" for i in r["ids"]]
-    assert len(sent) == MESSAGES
+    assert len(sent) == messages
     locks = defaultdict(list)
     completed = defaultdict(list)
     ids = {}
@@ -82,9 +107,9 @@ def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_pa
                 pytest.fail(f"a receiver lost a lock it should have held: {r['error']}")
     # Nothing lost, each completed exactly once, no sequence number shared by two messages.
     assert sorted(ids.values()) == sorted(sent)
-    assert len(ids) == MESSAGES
+    assert len(ids) == messages
     assert all(len(tokens) == 1 for tokens in completed.values())
-    assert len(completed) == MESSAGES
+    assert len(completed) == messages
     # No message held by two valid locks at once (rule RECV-3).
     for seq, intervals in locks.items():
         intervals.sort()
@@ -92,6 +117,7 @@ def test_recv_3_send_3_two_receivers_one_sender_every_message_once(spark, tmp_pa
             assert s2 >= u1, f"message {seq} locked twice at once: {intervals}"
     with ServiceBusClient(ns, spark=spark) as client:
         assert client.get_queue_receiver("work").peek_messages(10, sequence_number=0) == []
+    return {log: [r for r in _read(log) if r["event"] == "maintained"] for log in jobs}
 
 
 def test_crash_kill_9_receivers_and_dead_letterers_lose_nothing(spark, tmp_path):

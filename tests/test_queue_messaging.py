@@ -5,42 +5,26 @@ it instead of sleeping through lock durations or TTLs.
 """
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
-from sbdelta import (AutoLockRenewer, ManualClock, ServiceBusClient, ServiceBusMessage,
+from sbdelta import (AutoLockRenewer, ServiceBusMessage,
                      ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue)
 from sbdelta._message import InvalidMessageError, MessageTypeError
 from sbdelta._store.messages import PID_SHIFT
 from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
                                 MessageSizeExceededError, MessagingEntityDisabledError,
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
-from sbdelta.management import EntityStatus, ServiceBusAdministrationClient
+from sbdelta.management import EntityStatus
 
-START = datetime(2030, 1, 1, tzinfo=timezone.utc)
+from .conftest import START  # the clock, admin and client fixtures are in conftest.py
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def ns(spark, tmp_path_factory):
     return str(tmp_path_factory.mktemp("messaging") / "ns")
-
-
-@pytest.fixture
-def clock():
-    return ManualClock(START)
-
-
-@pytest.fixture
-def admin(spark, ns, clock):
-    return ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
-
-
-@pytest.fixture
-def client(spark, ns, clock):
-    with ServiceBusClient(ns, spark=spark, clock=clock) as c:
-        yield c
 
 
 @pytest.fixture

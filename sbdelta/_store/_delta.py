@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Optional, TypeVar
+from typing import Callable, Optional, Tuple, TypeVar
 
 from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt,
                       stop_after_delay, wait_random_exponential)
@@ -82,9 +82,19 @@ def run_guarded(action: Callable[[], T]) -> T:
         raise
 
 
+#: Process-local tallies of what :func:`retry` retried (read by the benchmarks; never reset).
+retry_counts = {"conflict": 0, "stale": 0}
+
+
 def _should_retry(exc: BaseException) -> bool:
     """Conflicts, and plans found stale by a ``STALE`` guard, are retried from scratch."""
-    return is_conflict(exc) or (isinstance(exc, GuardTripped) and exc.code == "STALE")
+    if is_conflict(exc):
+        retry_counts["conflict"] += 1
+        return True
+    if isinstance(exc, GuardTripped) and exc.code == "STALE":
+        retry_counts["stale"] += 1
+        return True
+    return False
 
 
 def retry(step: Callable[[], T], *, what: str, attempts: int = 40,
@@ -185,3 +195,88 @@ def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
             raise
 
     retry(step, what=f"create table {path}")
+
+
+# -- table maintenance ------------------------------------------------------------------------
+def optimize(spark, path: str) -> Tuple[int, int]:
+    """OPTIMIZE (bin-packing compaction) of one table; returns (files removed, files added).
+
+    Retried when a concurrent writer removed a file it was compacting.
+    """
+    def step():
+        rows = spark.sql(f"OPTIMIZE delta.`{path}`").collect()
+        metrics = rows[0].metrics if rows else None
+        if metrics is None:
+            return 0, 0
+        return int(metrics.numFilesRemoved or 0), int(metrics.numFilesAdded or 0)
+
+    return retry(step, what=f"optimize {path}")
+
+
+def last_checkpoint_version(spark, path: str) -> int:
+    """The version of the table's latest checkpoint (-1 if none).
+
+    sbdelta does not write checkpoints itself: Delta writes one every
+    ``delta.checkpointInterval`` (10) commits, from the process that made the commit. A manual
+    ``DeltaLog.checkpoint`` racing with that (Delta 3.3) failed with
+    DELTA_CHECKPOINT_SNAPSHOT_MISMATCH after the checkpoint file was already in place.
+    """
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    last = log.readLastCheckpointFile()
+    return int(last.get().version()) if last.isDefined() else -1
+
+
+def remove_files_quietly(spark, path: str, where: str, *,
+                         dry_run: bool = False) -> Tuple[int, int]:
+    """Remove the files of a table that match ``where`` in one commit marked
+    ``dataChange=false``, so that change-data-feed readers do not see it.
+
+    ``where`` is SQL over Delta's AddFile fields (``partitionValues``, ``defaultRowCommitVersion``
+    ...). Only for rows nobody may read again. Returns (files, rows) removed (or, with
+    ``dry_run``, that would be). A concurrent removal of the same files makes it retry.
+    """
+    import time as _time
+
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+    def step():
+        txn = log.startTransaction()
+        files = txn.snapshot().allFiles().filter(
+            jvm.org.apache.spark.sql.functions.expr(where)).collectAsList()
+        rows, removes = 0, jvm.java.util.ArrayList()
+        now = int(_time.time() * 1000)
+        for i in range(files.size()):
+            add = files.get(i)
+            records = add.numLogicalRecords()
+            rows += int(records.get()) if records.isDefined() else 0
+            removes.add(add.removeWithTimestamp(now, False))
+        if removes.size() and not dry_run:
+            operation = getattr(getattr(jvm.org.apache.spark.sql.delta,
+                                        "DeltaOperations$ManualUpdate$"), "MODULE$")
+            txn.commit(jvm.scala.collection.JavaConverters.asScalaBufferConverter(removes)
+                       .asScala().toSeq(), operation)
+        return removes.size(), rows
+
+    return retry(lambda: run_guarded(step), what=f"remove files of {path}")
+
+
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False) -> int:
+    """VACUUM one table, keeping files removed less than ``retain_hours`` ago; returns the
+    number of files deleted (or, with ``dry_run``, that would be)."""
+    retain = f"RETAIN {retain_hours:g} HOURS"
+    previous = spark.conf.get(_RETENTION_CHECK, "true")
+    if retain_hours < 168:
+        # Delta refuses short retention unless told; the caller chose it knowingly.
+        spark.conf.set(_RETENTION_CHECK, "false")
+    try:
+        found = spark.sql(f"VACUUM delta.`{path}` {retain} DRY RUN").count()
+        if found and not dry_run:
+            spark.sql(f"VACUUM delta.`{path}` {retain}").collect()
+        return found
+    finally:
+        spark.conf.set(_RETENTION_CHECK, previous)

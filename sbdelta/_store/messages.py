@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ._delta import create_table, latest_version, merge, retry, sql_literal
+from ._delta import (create_table, latest_version, merge, remove_files_quietly, retry,
+                     sql_literal)
 from .schema import ddl, tblproperties
 
 PID_SHIFT = 48
@@ -44,6 +45,10 @@ SEQ_MASK = (1 << 64) - 1
 
 # Message kinds (column ``kind``) and states (column ``state``).
 MSG, FRONTIER, DEDUP, PING = "MSG", "FRONTIER", "DEDUP", "PING"
+# PAIR-6: a message of this content type is a ping (kind PING in the inbox). Registration drops
+# pings, so no receive, peek or count ever sees one (RECV-7); maintenance purges them from the
+# inbox with the registered rows.
+PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 ACTIVE, DEFERRED, SCHEDULED = "ACTIVE", "DEFERRED", "SCHEDULED"
 DEADLETTERING, CANCELLED, COMPLETED = "DEADLETTERING", "CANCELLED", "COMPLETED"
 
@@ -92,6 +97,7 @@ MESSAGES_COLUMNS = ((("pid", "INT"), ("k", "STRING"), ("kind", "STRING"), ("rev"
 # Extra source columns of the apply MERGE.
 APPLY_COLUMNS = (
     ("_op", "STRING"),        # delete | update | insert | settle_delete | settle_update | cancel
+                              # | purge (maintenance: really delete, even in a dead-letter table)
     ("_rev", "BIGINT"),       # expected revision (delete, update)
     ("_token", "STRING"),     # expected lock token (settle_*)
     ("_guard", "STRING"),     # guard code raised when the row is not as expected
@@ -105,6 +111,8 @@ COLUMN_NAMES = [name for name, _ in MESSAGES_COLUMNS]
 INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "false",
+    # Each file's defaultRowCommitVersion tells maintenance which send commit it holds.
+    "delta.enableRowTracking": "true",
 }
 MESSAGES_PROPERTIES = {
     "delta.enableDeletionVectors": "false",
@@ -127,6 +135,7 @@ def _apply_clauses(pids: Sequence[int], now: datetime, tombstones: bool = False)
     return f"""
     ON t.pid IN ({pid_list}) AND t.pid = s.pid AND t.k = s.k
     WHEN MATCHED AND s._op = 'delete' AND t.rev = s._rev THEN {remove}
+    WHEN MATCHED AND s._op = 'purge' AND t.rev = s._rev THEN DELETE
     WHEN MATCHED AND s._op = 'update' AND t.rev = s._rev THEN
       UPDATE SET {update_all}, application_properties = s.application_properties,
                  rev = t.rev + 1
@@ -398,9 +407,6 @@ class MessageStore:
                      what=f"receive from {self.messages_path}")
 
     def _acquire_once(self, n: int, policy: Policy, now: datetime, delete: bool):
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
         stats = self._stats(policy, now)
         frontiers = {p: (stats[p].frontier if p in stats and stats[p].frontier is not None
                          else -1) for p in range(self.partitions)}
@@ -462,7 +468,6 @@ class MessageStore:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        now_sql = sql_literal(now)
         claimable, action, expired = self._conditions(policy, now)
         pid_in = f"pid IN ({', '.join(map(str, chosen))})"
         lock_until = sql_literal(now + policy.lock_duration)
@@ -866,3 +871,58 @@ class MessageStore:
                 result.scheduled += agg.scheduled or 0
                 result.size_in_bytes += agg.size or 0
         return result
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def frontiers(self) -> Dict[int, int]:
+        """Each partition's frontier (-1 where nothing was registered yet)."""
+        found = {r.pid: r.seq for r in self.messages().where(f"kind = '{FRONTIER}'")
+                 .select("pid", "seq").collect()}
+        return {p: found.get(p, -1) for p in range(self.partitions)}
+
+    def purge_inbox(self, frontiers: Dict[int, int], *, dry_run: bool = False) -> int:
+        """Remove the inbox files every partition frontier has passed; returns their rows.
+
+        A send commit writes one file per partition, so a file holds the rows of one commit
+        (its ``defaultRowCommitVersion``, kept by row tracking) in one partition. Files whose
+        commit is wholly behind their partition's frontier are registered (copied into the
+        messages table, or settled) and nobody reads them again. They are removed in one
+        commit marked ``dataChange=false``: the change feed that receivers read past the
+        frontier shows nothing for it, and senders (blind appends) never conflict with it.
+        """
+        # Versions <= done[p] are wholly behind the frontier of p (version 0 is the CREATE).
+        done = {p: self._start_version(f) - 1 for p, f in frontiers.items()}
+        where = " OR ".join(f"(partitionValues['pid'] = '{p}' AND defaultRowCommitVersion <= {v})"
+                            for p, v in done.items() if v >= 1)
+        if not where:
+            return 0
+        return remove_files_quietly(self.spark, self.inbox_path, where, dry_run=dry_run)[1]
+
+    def dead_rows(self, frontiers: Dict[int, int], now: datetime, live_sources=None):
+        """Rows nobody reads again: cancellation tombstones behind the frontier, duplicate
+        detection history past its window, and (dead-letter table) COMPLETED tombstones whose
+        source row is gone (``live_sources``: keys still DEADLETTERING in the source)."""
+        if self.dead_letter:
+            dead = self.messages().where(f"kind = '{MSG}' AND state = '{COMPLETED}'")
+            if live_sources is not None:
+                dead = dead.join(live_sources, ["pid", "k"], "left_anti")
+            return dead
+        case = ("CASE pid " + " ".join(f"WHEN {p} THEN {f}" for p, f in frontiers.items())
+                + " ELSE -1 END")
+        return self.messages().where(
+            f"(kind = '{MSG}' AND state = '{CANCELLED}' AND seq <= {case}) "
+            f"OR (kind = '{DEDUP}' AND dedup_until <= {sql_literal(now)})")
+
+    def purge_rows(self, read_rows, now: datetime) -> int:
+        """Delete the rows ``read_rows()`` reads from this table, by revision: one guarded
+        MERGE, redone from a fresh read when a receiver changed one of them meanwhile."""
+        from pyspark.sql import functions as F
+
+        def step():
+            plan = read_rows().select("pid", "k", "kind", F.col("rev").alias("_rev"),
+                               F.lit("purge").alias("_op")).localCheckpoint(eager=True)
+            pids = sorted(r.pid for r in plan.select("pid").distinct().collect())
+            if pids:
+                self.apply_df(self._source(plan).drop("_out"), pids, now)
+            return plan.count()
+
+        return retry(step, what=f"purge {self.messages_path}")

@@ -6,6 +6,8 @@ soon as it is written, so a kill -9 loses at most the line being written.
     python -m tests.workers.broker_worker send <namespace> <queue> <log> <count> <batch>
     python -m tests.workers.broker_worker receive <namespace> <queue> <log> <stop_after> <batch>
     python -m tests.workers.broker_worker chaos <namespace> <queue> <log> <batch>
+    python -m tests.workers.broker_worker maintain <namespace> <queue> <log>
+        (runs the expiry sweep and compaction in turn until <log>.stop exists)
 """
 
 import json
@@ -36,6 +38,17 @@ def main(argv):
                 ids = [f"m{i}" for i in range(start, min(count, start + batch))]
                 sender.send_messages([ServiceBusMessage(i, message_id=i) for i in ids])
                 _log(log, event="sent", ids=ids)
+            return
+        if mode == "maintain":
+            from sbdelta.maintenance import compact, expire_messages
+
+            rounds = 0
+            while not os.path.exists(log_path + ".stop"):
+                expired = expire_messages(namespace, entities=[queue])
+                compacted = compact(namespace, entities=[queue])
+                rounds += 1
+                _log(log, event="maintained", round=rounds, expired=expired.totals(),
+                     compacted=compacted.totals())
             return
         receiver = client.get_queue_receiver(queue)
         lock = client._entities.queue(queue).properties.lock_duration.total_seconds()

@@ -1,0 +1,150 @@
+"""Workload 7: 2 receiver processes + 1 sender process on a 16-partition queue, for a fixed time.
+
+Reports messages completed per second in total, Delta commit conflicts (and stale plans) per
+successful receive, and checks from the workers' logs that no message was held by two valid
+locks at once and none was completed twice. Baseline: the same shape on RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import List
+
+from .harness import ROOT, Row
+from .workloads import KB, body_bytes
+
+
+def _read(path: Path) -> List[dict]:
+    if not path.exists():
+        return []
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.endswith("\n")]
+
+
+def run_contention(bench) -> List[Row]:
+    s = bench.sizes
+    queue = bench.queue("contention", enable_partitioning=True)
+    bench.fill(queue, s.contention_prefill, s.contention_prefill)
+    warm = bench.queue("warm", enable_partitioning=True)
+    bench.fill(warm, 2 * s.contention_batch, 2 * s.contention_batch)
+    folder = bench.work / "contention"
+    folder.mkdir(parents=True, exist_ok=True)
+    go = folder / "go"
+    roles = ["send", "receive", "receive"]
+    logs = [folder / f"{role}{i}.log" for i, role in enumerate(roles)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = []
+    for role, log in zip(roles, logs):
+        out = open(str(log) + ".out", "w")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "bench.worker", role, bench.ns, queue, str(log), str(go),
+             str(s.contention_seconds), str(s.contention_batch), warm],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+        out.close()
+    try:
+        deadline = time.monotonic() + 600
+        while not all(any(r["event"] == "ready" for r in _read(log)) for log in logs):
+            dead = [p for p in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError("a contention worker did not start: " + _tail(logs, procs))
+            time.sleep(0.5)
+        start = time.time() + 1
+        go.write_text(repr(start))
+        for p in procs:
+            p.wait(timeout=s.contention_seconds + 900)
+        if any(p.returncode for p in procs):
+            raise RuntimeError("a contention worker failed: " + _tail(logs, procs))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    end = start + s.contention_seconds
+    return _report(bench, logs, start, end)
+
+
+def _tail(logs, procs) -> str:
+    parts = []
+    for log, p in zip(logs, procs):
+        out = Path(str(log) + ".out")
+        text = out.read_text()[-1500:] if out.exists() else ""
+        parts.append(f"{log.name} (exit {p.poll()}): {text}")
+    return "\n".join(parts)
+
+
+def _report(bench, logs, start: float, end: float) -> List[Row]:
+    s = bench.sizes
+    seconds = s.contention_seconds
+    locks = defaultdict(list)
+    completions = defaultdict(int)
+    completed_in_window = completed = receives = conflicts = stale = lock_lost = sent = 0
+    last = end
+    for log in logs:
+        for r in _read(log):
+            event = r["event"]
+            if event == "sent" and r["at"] <= end:
+                sent += r["count"]
+            elif event == "receive" and r["got"]:
+                receives += 1
+                conflicts += r["conflicts"]
+                stale += r["stale"]
+            elif event == "locked":
+                locks[r["seq"]].append((r["start"], r["until"], r["token"]))
+            elif event == "completed":
+                for seq in r["seqs"]:
+                    completions[seq] += 1
+                completed += len(r["seqs"])
+                last = max(last, r["at"])
+                if r["at"] <= end:
+                    completed_in_window += len(r["seqs"])
+            elif event == "lock_lost":
+                lock_lost += 1
+    overlaps = 0
+    for intervals in locks.values():
+        intervals.sort()
+        overlaps += sum(1 for (_, u1, _), (s2, _, _) in zip(intervals, intervals[1:])
+                        if s2 < u1)
+    twice = sum(1 for n in completions.values() if n > 1)
+    proof = {"locks_checked": sum(len(v) for v in locks.values()),
+             "messages_locked": len(locks), "double_locks": overlaps,
+             "completed_twice": twice, "lock_lost_errors": lock_lost}
+    if overlaps or twice:
+        bench.echo(f"  CONTENTION VIOLATION: {proof}")
+    # Workers start no operation after the window; one in flight then still finishes, so the
+    # rate is every completion over the time from the start to the last completion.
+    elapsed = last - start
+    bench.echo(f"  contention: {completed} completed in {elapsed:.0f} s ({completed_in_window} "
+               f"within the {seconds:.0f} s window), {receives} receives, {conflicts} "
+               f"conflicts, {stale} stale plans; {proof}")
+    params = {"seconds": seconds, "elapsed_to_last_completion": elapsed,
+              "completed": completed, "completed_in_window": completed_in_window,
+              "partitions": 16, "batch": s.contention_batch,
+              "prefill": s.contention_prefill, "sent_in_window": sent,
+              "successful_receives": receives, "conflict_retries": conflicts,
+              "stale_plan_retries": stale, **proof}
+    rate = Row("contention", "completed/s, 2 receivers + 1 sender", "msgs/s", True,
+               completed / elapsed,
+               baseline_name="RabbitMQ, 2 consumers + 1 publisher", params=params)
+    if bench.rabbit.available:
+        got = bench.rabbit.contention(seconds, [body_bytes(i, KB)
+                                                for i in range(s.contention_prefill)],
+                                      s.contention_batch, s.rabbit_prefetch)
+        rate.baseline = got["acked_per_second"]
+        rate.params["rabbitmq"] = got
+    else:
+        rate.baseline_note = bench.rabbit.reason
+    per_receive = Row("contention", "commit conflicts per successful receive",
+                      "retries/receive", False,
+                      (conflicts + stale) / receives if receives else 0.0,
+                      baseline_name="(no baseline: RabbitMQ has no commit conflicts)",
+                      baseline_note="n/a", params=params)
+    double = Row("contention", "messages held by two valid locks", "messages", False,
+                 float(overlaps), baseline_name=f"{proof['locks_checked']} locks checked",
+                 baseline_note="must be 0", params=params)
+    return [rate, per_receive, double]

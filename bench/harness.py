@@ -1,0 +1,453 @@
+"""The harness: sizes per mode, repetitions, medians, ratios, the table, the JSON and the plot.
+
+Every figure is the median of ``reps`` repetitions measured in this process run, and every
+sbdelta figure is measured next to its baseline in the same run (the two alternate within a
+repetition, so drift on a shared machine hits both). ``ratio`` is always sbdelta / baseline of
+the figure shown; ``slower`` says how many times slower sbdelta is (>1 = slower), whatever the
+unit, so the worst ratios can be ranked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+WORKLOADS = ("send", "receive", "complete", "backlog", "latency", "maintenance", "drain",
+             "contention", "memory")
+KB = 1024
+
+
+@dataclass
+class Sizes:
+    """Every size a mode uses (messages unless said otherwise)."""
+
+    reps: int
+    send: Sequence[int]                       # send_dataframe / raw append, one commit each
+    send_64k: Sequence[int]                   # the same with 64 KB bodies
+    send_messages: Sequence[Tuple[int, int]]  # (messages, per send_messages call)
+    receive: Sequence[int]                    # receive_dataframe and complete_messages sizes
+    backlog: Sequence[int]                    # queue depths for workload 4
+    backlog_receive: int                      # messages per receive in workload 4
+    backlog_chunk: int                        # messages per send commit when filling
+    latency_reps: int
+    drain: int
+    drain_chunk: int                          # messages per send commit in the drain
+    drain_batch: int                          # messages per receive/complete in the drain
+    drain_reps: int
+    contention_seconds: float
+    contention_prefill: int
+    contention_batch: int
+    rabbit_prefetch: int = 1000
+    maintenance_rounds: int = 20              # send/complete rounds before the compact job
+    maintenance_batch: int = 200              # messages per round
+
+
+MODES: Dict[str, Sizes] = {
+    # tiny: a smoke run (tests/test_bench_smoke.py); one repetition, figures mean nothing.
+    "tiny": Sizes(reps=1, send=[100], send_64k=[], send_messages=[(100, 100)],
+                  receive=[50], backlog=[100, 300], backlog_receive=20, backlog_chunk=100,
+                  latency_reps=2, drain=100, drain_chunk=100, drain_batch=100, drain_reps=1,
+                  contention_seconds=3, contention_prefill=100, contention_batch=10,
+                  maintenance_rounds=2, maintenance_batch=10),
+    "quick": Sizes(reps=3, send=[1000, 10000], send_64k=[1000],
+                   send_messages=[(2000, 1000), (10000, 5000)],
+                   receive=[100, 1000], backlog=[10000, 100000], backlog_receive=1000,
+                   backlog_chunk=10000, latency_reps=6, drain=10000, drain_chunk=10000,
+                   drain_batch=5000, drain_reps=3, contention_seconds=20,
+                   contention_prefill=3000, contention_batch=200, maintenance_batch=50),
+    "full": Sizes(reps=3, send=[10000, 100000, 1000000], send_64k=[10000],
+                  send_messages=[(10000, 1000), (100000, 10000), (1000000, 10000)],
+                  receive=[1000, 10000, 100000], backlog=[10000, 100000, 1000000],
+                  backlog_receive=1000, backlog_chunk=10000, latency_reps=30, drain=1000000,
+                  drain_chunk=100000, drain_batch=10000, drain_reps=3,
+                  contention_seconds=120, contention_prefill=20000, contention_batch=500),
+}
+
+
+# -- figures ------------------------------------------------------------------------------------
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def p95(values: Sequence[float]) -> float:
+    """Nearest-rank 95th percentile."""
+    ordered = sorted(values)
+    return float(ordered[max(0, -(-95 * len(ordered) // 100) - 1)])
+
+
+@dataclass
+class Row:
+    """One line of the table: an sbdelta figure next to its baseline."""
+
+    workload: str
+    case: str
+    unit: str                       # "msgs/s", "s", "MB", "conflicts/receive", ...
+    higher_is_better: bool
+    sbdelta: Optional[float]
+    baseline: Optional[float] = None
+    baseline_name: str = ""
+    baseline_note: str = ""         # "not available: ..." when the baseline could not run
+    samples: Dict[str, List[float]] = field(default_factory=dict)
+    params: Dict[str, object] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> Optional[float]:
+        if self.sbdelta is None or not self.baseline:
+            return None
+        return self.sbdelta / self.baseline
+
+    @property
+    def slower(self) -> Optional[float]:
+        r = self.ratio
+        if r is None or r == 0:
+            return None
+        return 1 / r if self.higher_is_better else r
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["ratio"] = self.ratio
+        out["slower"] = self.slower
+        return out
+
+
+def throughput_row(workload: str, case: str, n: int, sb_seconds: Sequence[float],
+                   base_seconds: Optional[Sequence[float]], baseline_name: str,
+                   **params) -> Row:
+    """msgs/s from per-repetition durations: n / median duration."""
+    row = Row(workload, case, "msgs/s", True, n / median(sb_seconds),
+              baseline_name=baseline_name, params=dict(params, messages=n),
+              samples={"sbdelta_seconds": list(sb_seconds)})
+    if base_seconds:
+        row.baseline = n / median(base_seconds)
+        row.samples["baseline_seconds"] = list(base_seconds)
+    return row
+
+
+class Timer:
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start
+
+
+class PeakRss:
+    """Samples the resident memory of this process and its children (the driver JVM)."""
+
+    def __init__(self, pid: Optional[int] = None, interval: float = 0.2) -> None:
+        self.pid = pid or os.getpid()
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss(self.pid))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, tree_rss(self.pid))
+
+    @property
+    def mb(self) -> float:
+        return self.peak / (1 << 20)
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> List[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(c) for c in handle.read().split()]
+    except OSError:
+        return []
+
+
+def tree_rss(pid: int) -> int:
+    """RSS in bytes of ``pid`` and all its descendants (Linux /proc)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += _rss(p)
+        todo += _children(p)
+    return total
+
+
+# -- machine -----------------------------------------------------------------------------------
+def _command_output(*args: str) -> str:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (done.stdout + done.stderr).strip()
+
+
+def machine_info(spark) -> dict:
+    from importlib import metadata
+
+    mem = ""
+    try:
+        with open("/proc/meminfo") as handle:
+            mem = next(line for line in handle if line.startswith("MemTotal")).split()[1]
+        mem_gb = round(int(mem) / (1 << 20), 1)
+    except (OSError, StopIteration):
+        mem_gb = None
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next((line.split(":", 1)[1].strip() for line in handle
+                        if line.startswith("model name")), "")
+    except OSError:
+        pass
+    rabbit = _command_output("dpkg-query", "-W", "-f=${Version}", "rabbitmq-server")
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu,
+        "ram_gb": mem_gb,
+        "os": platform.platform(),
+        "load_average_at_start": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "spark": spark.version,
+        "pyspark": metadata.version("pyspark"),
+        "delta_spark": metadata.version("delta-spark"),
+        "java": _command_output("java", "-version").splitlines()[0:1],
+        "spark_master": spark.sparkContext.master,
+        "driver_memory": spark.conf.get("spark.driver.memory", "default"),
+        "rabbitmq_server": rabbit if rabbit and "no packages" not in rabbit else None,
+        "pika": _version_or_none("pika"),
+    }
+
+
+def _version_or_none(name: str) -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# -- output ------------------------------------------------------------------------------------
+def _fmt(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = ("workload", "case", "unit", "sbdelta", "baseline", "sbdelta/base", "x slower",
+            "baseline is")
+    lines = [head]
+    for r in rows:
+        base = _fmt(r.baseline) if r.baseline is not None else (r.baseline_note or "-")
+        lines.append((r.workload, r.case, r.unit, _fmt(r.sbdelta), base, _fmt(r.ratio),
+                      _fmt(r.slower), r.baseline_name))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+    out = []
+    for n, line in enumerate(lines):
+        out.append(" | ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+        if n == 0:
+            out.append("-|-".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def worst(rows: Sequence[Row], k: int = 3) -> List[Row]:
+    rated = [r for r in rows if r.slower is not None and r.workload != "backlog"]
+    return sorted(rated, key=lambda r: r.slower, reverse=True)[:k]
+
+
+def rows_of(doc: dict) -> List[Row]:
+    """The rows of a result document, in workload order."""
+    return [Row(**{k: v for k, v in r.items() if k not in ("ratio", "slower")})
+            for name in WORKLOADS for r in doc["workloads"].get(name, {}).get("rows", [])]
+
+
+def plot(rows: Sequence[Row], path: Path, title: str) -> None:
+    """Throughput against batch size for send, receive and complete (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("send", "send"), ("receive", "receive (PeekLock)"), ("complete", "complete"))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    for ax, (workload, label) in zip(axes, panels):
+        series: Dict[str, List[Tuple[int, float]]] = {}
+        for r in rows:
+            if r.workload != workload or r.unit != "msgs/s" or "batch" not in r.params:
+                continue
+            kind = r.params.get("series", r.case.split(" ")[0])
+            series.setdefault(f"sbdelta {kind}", []).append((r.params["batch"], r.sbdelta))
+            if r.baseline is not None:
+                series.setdefault(f"{r.baseline_name}, next to {kind}", []).append(
+                    (r.params["batch"], r.baseline))
+        for name, points in sorted(series.items()):
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points],
+                    marker="o", linestyle="--" if not name.startswith("sbdelta") else "-",
+                    label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("messages per call (batch size)")
+        ax.set_ylabel("messages / s")
+        ax.set_title(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- running -----------------------------------------------------------------------------------
+def run(mode: str = "quick", *, out_dir: Optional[Path] = None, only: Sequence[str] = (),
+        spark=None, rabbitmq: bool = True, work_dir: Optional[Path] = None,
+        echo=print) -> dict:
+    """Run the workloads of ``mode``; returns the result document (also written as JSON)."""
+    from . import workloads
+    from .rabbit import RabbitUnavailable, rabbit_server
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
+    selected = list(only) or list(WORKLOADS)
+    unknown = sorted(set(selected) - set(WORKLOADS))
+    if unknown:
+        raise ValueError(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
+    sizes = MODES[mode]
+    out_dir = Path(out_dir or RESULTS)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    own_work = work_dir is None
+    work = Path(work_dir or tempfile.mkdtemp(prefix=f"sbdelta-bench-{mode}-"))
+    started = time.perf_counter()
+
+    if spark is None:
+        from sbdelta._spark import get_spark
+
+        spark = get_spark(conf={"spark.app.name": f"sbdelta-bench-{mode}"})
+    doc = {
+        "mode": mode,
+        "started_utc": stamp,
+        "command": " ".join(["bash bench/run", "--mode", mode]
+                            + (["--only", ",".join(only)] if only else [])),
+        "machine": machine_info(spark),
+        "parameters": asdict(sizes),
+        "workloads": {},
+    }
+    rows: List[Row] = []
+    timings: Dict[str, float] = {}
+    try:
+        with rabbit_server(enabled=rabbitmq and any(
+                w in selected for w in ("drain", "contention", "memory")), echo=echo) as rabbit:
+            bench = workloads.Bench(spark, work, sizes, rabbit, echo)
+            for name in WORKLOADS:
+                if name not in selected:
+                    continue
+                echo(f"[bench] {name} ...")
+                with Timer() as t:
+                    got = bench.run(name)
+                timings[name] = round(t.seconds, 1)
+                echo(f"[bench] {name}: {t.seconds:.0f} s")
+                rows += got
+                doc["workloads"][name] = {"run_utc": stamp, "seconds": timings[name],
+                                          "rows": [r.to_json() for r in got]}
+            doc["rabbitmq"] = rabbit.status if isinstance(rabbit, RabbitUnavailable) \
+                else {"available": True, "version": rabbit.version}
+    finally:
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
+    doc["seconds_total"] = round(time.perf_counter() - started, 1)
+
+    latest = out_dir / f"latest-{mode}.json"
+    if only and latest.exists():  # resume: keep the other workloads of the last run
+        previous = json.loads(latest.read_text())
+        for name, value in previous.get("workloads", {}).items():
+            doc["workloads"].setdefault(name, value)
+    all_rows = rows_of(doc)
+    doc["worst_ratios"] = [
+        {"workload": r.workload, "case": r.case, "slower": r.slower, "ratio": r.ratio,
+         "baseline": r.baseline_name} for r in worst(all_rows)]
+    doc["table"] = table(all_rows)
+    png = out_dir / f"{mode}-{stamp}.png"
+    plot(all_rows, png, f"sbdelta vs baselines, {mode} mode, {doc['machine']['cpu_count']} "
+                        f"cores ({stamp})")
+    shutil.copyfile(png, out_dir / f"latest-{mode}.png")
+    doc["plot"] = str(out_dir / f"latest-{mode}.png")
+    text = json.dumps(doc, indent=2, default=str)
+    (out_dir / f"{mode}-{stamp}.json").write_text(text)
+    latest.write_text(text)
+    echo("")
+    echo(f"sbdelta benchmarks, mode {mode}, {doc['machine']['cpu_count']} cores, "
+         f"{doc['machine']['ram_gb']} GB RAM, Spark {doc['machine']['spark']}, "
+         f"delta-spark {doc['machine']['delta_spark']}; medians of {sizes.reps} repetitions "
+         f"(latency: {sizes.latency_reps}); ran in {doc['seconds_total']:.0f} s")
+    echo(doc["table"])
+    echo("")
+    echo("worst sbdelta/baseline ratios (x slower): " + "; ".join(
+        f"{w['workload']} {w['case']} vs {w['baseline']}: {w['slower']:.1f}x"
+        for w in doc["worst_ratios"]))
+    echo(f"JSON: {out_dir / f'{mode}-{stamp}.json'} (and {latest.name}); plot: {png}")
+    return doc
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--mode", choices=sorted(MODES), default="quick")
+    parser.add_argument("--only", default="",
+                        help=f"comma-separated subset of: {', '.join(WORKLOADS)}")
+    parser.add_argument("--out", default=str(RESULTS), help="results folder")
+    parser.add_argument("--no-rabbitmq", action="store_true",
+                        help="skip the RabbitMQ baselines (reported as not available)")
+    parser.add_argument("--work-dir", default=None,
+                        help="where the Delta tables go (default: a temporary folder, removed)")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw latest-<mode>.png from latest-<mode>.json (no Spark)")
+    args = parser.parse_args(list(argv))
+    if args.plot_only:
+        doc = json.loads((Path(args.out) / f"latest-{args.mode}.json").read_text())
+        plot(rows_of(doc), Path(args.out) / f"latest-{args.mode}.png",
+             f"sbdelta vs baselines, {args.mode} mode, {doc['machine']['cpu_count']} cores "
+             f"({doc['started_utc']})")
+        return 0
+    only = [w.strip() for w in args.only.split(",") if w.strip()]
+    run(args.mode, out_dir=Path(args.out), only=only, rabbitmq=not args.no_rabbitmq,
+        work_dir=Path(args.work_dir) if args.work_dir else None,
+        echo=lambda *a: print(*a, flush=True))
+    return 0

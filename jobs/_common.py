@@ -1,0 +1,62 @@
+"""What every maintenance job shares: flags, defaults from conf/maintenance.json, exit codes.
+
+Settings come, weakest first, from ``conf/maintenance.json`` (or ``--conf FILE``), the
+environment (``SBDELTA_NAMESPACE``) and the command line. A job prints its report and exits 0,
+or prints the error and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONF = ROOT / "conf" / "maintenance.json"
+
+
+def load_settings(path: Optional[str], job: str) -> Dict[str, object]:
+    """The job's section of the maintenance conf merged over its shared keys."""
+    import json5
+
+    file = Path(path) if path else DEFAULT_CONF
+    if not file.exists():
+        if path:
+            raise SystemExit(f"{job}: conf file {file} does not exist")
+        return {}
+    data = json5.loads(file.read_text())
+    if not isinstance(data, dict):
+        raise SystemExit(f"{job}: {file} must hold a JSON object")
+    shared = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    return {**shared, **(data.get(job) or {})}
+
+
+def run(job: str, doc: str, action: Callable[[argparse.Namespace, Dict[str, object]], object],
+        add_flags: Callable[[argparse.ArgumentParser], None] = lambda p: None,
+        argv=None) -> int:
+    parser = argparse.ArgumentParser(prog=job, description=doc.splitlines()[0])
+    parser.add_argument("--conf", metavar="FILE",
+                        help=f"settings file (default: {DEFAULT_CONF.relative_to(ROOT)})")
+    parser.add_argument("--namespace", help="namespace root (default: the conf file's "
+                        "namespace, else $SBDELTA_NAMESPACE, else ./namespace)")
+    parser.add_argument("--entity", action="append", dest="entities", metavar="NAME",
+                        help="only this entity (repeatable; default: all)")
+    parser.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    add_flags(parser)
+    args = parser.parse_args(argv)
+    settings = load_settings(args.conf, job)
+    args.namespace = (args.namespace or settings.get("namespace")
+                      or os.environ.get("SBDELTA_NAMESPACE") or str(ROOT / "namespace"))
+    args.entities = args.entities or settings.get("entities") or None
+
+    from sbdelta import ServiceBusError
+
+    try:
+        report = action(args, settings)
+    except (ServiceBusError, ValueError) as exc:
+        print(f"{job} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0

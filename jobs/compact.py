@@ -1,0 +1,41 @@
+"""Table maintenance: remove settled rows, compact small files, checkpoint and vacuum.
+
+    python -m jobs.compact [--namespace DIR] [--entity NAME ...] [--retain-hours H] [--dry-run]
+    spark-submit $(sbdelta spark-submit-args) jobs/compact.py --namespace DIR
+
+Safe to run while senders, receivers and other jobs are active, and idempotent. Keep
+--retain-hours at Delta's default (168) unless nothing else runs on the namespace: vacuum must
+not delete files a running receive still reads. Prints the report; exits 1 on failure.
+Settings: conf/maintenance.json ("compact": {"retain_hours": ...}), then flags.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # spark-submit: repo not on path
+
+from jobs import _common  # noqa: E402
+
+
+def main(argv=None) -> int:
+    def flags(parser):
+        parser.add_argument("--retain-hours", type=float, metavar="H",
+                            help="vacuum keeps files removed less than H hours ago "
+                                 "(default: the conf file's retain_hours, else 168)")
+
+    def action(args, settings):
+        from sbdelta.maintenance import DEFAULT_RETAIN_HOURS, compact
+
+        hours = args.retain_hours
+        if hours is None:
+            hours = float(settings.get("retain_hours", DEFAULT_RETAIN_HOURS))
+        return compact(args.namespace, entities=args.entities, dry_run=args.dry_run,
+                       retain_hours=hours)
+
+    return _common.run("compact", __doc__, action, flags, argv=argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Entity activity for auto-delete on idle (IDLE-1..3), without a commit per operation.
+
+Every client marks the entities it uses by (over)writing one tiny file of its own,
+``<entity folder>/_activity/<client id>``, holding the broker-clock time of the operation. A
+client rewrites its file at most once per :data:`RESOLUTION` of broker time per entity, so a busy
+receiver costs one small file write a minute, never a Delta commit, and no two clients write the
+same file. ``AutoDeleteOnIdle`` is at least 5 minutes, so a minute's resolution cannot make a
+used entity look idle. The idle job reads the newest time among the files (plus the registry's
+own update times) and deletes only entities idle for longer than their ``auto_delete_on_idle``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Dict, Iterable, Optional
+
+from ._clock import utc
+
+log = logging.getLogger(__name__)
+
+RESOLUTION = timedelta(minutes=1)
+FOLDER = "_activity"
+
+
+class ActivityTracker:
+    """Marks entity folders as used, for one client (one file per client and entity)."""
+
+    def __init__(self, ns) -> None:
+        self._ns = ns
+        self._id = uuid.uuid4().hex
+        self._written: Dict[str, datetime] = {}
+
+    def touch(self, folder: str) -> None:
+        """Record an operation on the entity at ``folder`` now (by the client's clock)."""
+        now = self._ns.clock.now()
+        last = self._written.get(folder)
+        if last is not None and last <= now < last + RESOLUTION:
+            return
+        try:
+            _write_text(self._ns, f"{folder}/{FOLDER}/{self._id}", now.isoformat())
+        except Exception as exc:  # noqa: BLE001 - activity is advisory; the operation goes on
+            log.warning("could not record activity on %s: %s", folder, exc)
+            return
+        self._written[folder] = now
+
+
+def last_activity(ns, folders: Iterable[str]) -> Optional[datetime]:
+    """The newest activity time recorded under any of ``folders`` (None if none)."""
+    jvm = ns.spark.sparkContext._jvm
+    fs = ns._hadoop_fs()
+    newest: Optional[datetime] = None
+    for folder in folders:
+        path = jvm.org.apache.hadoop.fs.Path(f"{folder}/{FOLDER}")
+        if not fs.exists(path):
+            continue
+        for status in fs.listStatus(path):
+            try:
+                stamp = utc(datetime.fromisoformat(_read_text(ns, status.getPath())))
+            except Exception:  # noqa: BLE001 - a file being rewritten right now, or foreign
+                continue
+            newest = stamp if newest is None or stamp > newest else newest
+    return newest
+
+
+def _write_text(ns, uri: str, text: str) -> None:
+    jvm = ns.spark.sparkContext._jvm
+    out = ns._hadoop_fs().create(jvm.org.apache.hadoop.fs.Path(uri), True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
+
+
+def _read_text(ns, path) -> str:
+    jvm = ns.spark.sparkContext._jvm
+    stream = ns._hadoop_fs().open(path)
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8").strip()
+    finally:
+        stream.close()
