@@ -18,7 +18,7 @@ from ._clock import Clock
 from ._entity import EntityResolver
 from ._namespace import Namespace
 from ._store.messages import DEADLETTERING, MSG
-from .exceptions import MessagingEntityNotFoundError
+from .exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 
 __all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "CompactReport",
            "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS", "IdleReport",
@@ -193,8 +193,11 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
     ``dry_run`` counts what steps 1, 2 and 4 would remove and changes nothing.
     """
     started = time.monotonic()
-    if retain_hours < 0:
-        raise ValueError(f"retain_hours must be >= 0, got {retain_hours}")
+    if (isinstance(retain_hours, bool) or not isinstance(retain_hours, (int, float))
+            or not retain_hours >= 0):
+        raise ServiceBusInvalidOperationError(
+            f"retain_hours must be a number of hours >= 0 (Delta's default is "
+            f"{DEFAULT_RETAIN_HOURS:g}), got {retain_hours!r}")
     ns = Namespace(namespace, spark=spark, clock=clock)
     resolver = EntityResolver(ns)
     names = list(entities) if entities else [r.name for r in ns.registry.list("queue")]
@@ -313,6 +316,12 @@ def delete_idle_entities(namespace: str, *, entities: Optional[Sequence[str]] = 
         return row.name
 
     wanted = None if entities is None else {name.lower() for name in entities}
+    known = {path_of(r).lower() for r in rows if r.kind in _IDLE_KINDS}
+    missing = [name for name in entities or () if name.lower() not in known]
+    if missing:  # checked before anything is deleted, like the other jobs
+        raise MessagingEntityNotFoundError(
+            f"no queue, topic or subscription {', '.join(missing)} in namespace {ns.root}; "
+            "subscriptions are named 'topic/Subscriptions/name'")
     report = IdleReport(dry_run=dry_run)
     gone: set = set()
     for kind in _IDLE_KINDS:

@@ -13,7 +13,7 @@ from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
 from sbdelta._namespace import Namespace
 from sbdelta._store.messages import PING_CONTENT_TYPE
-from sbdelta.exceptions import MessagingEntityNotFoundError
+from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 from sbdelta.maintenance import compact, delete_idle_entities
 from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter
 
@@ -165,6 +165,12 @@ def test_idle_1_idle_2_idle_3_auto_delete_on_idle(spark, tmp_path, clock):
     assert [q.name for q in admin.list_queues()] == ["forever", "forwarder"]
     again = delete_idle_entities(ns, clock=clock, spark=spark)
     assert again.deleted == []  # idempotent
+    with pytest.raises(MessagingEntityNotFoundError, match="events/Subscriptions/nope"):
+        delete_idle_entities(ns, entities=["forever", "events/Subscriptions/nope"], clock=clock,
+                             spark=spark)
+    assert [q.name for q in admin.list_queues()] == ["forever", "forwarder"]
+    with pytest.raises(ServiceBusInvalidOperationError, match="retain_hours"):
+        compact(ns, retain_hours=-1, spark=spark)
 
 
 def test_compact_and_idle_jobs_run_via_spark_submit(spark, tmp_path):
@@ -186,4 +192,4 @@ def test_compact_and_idle_jobs_run_via_spark_submit(spark, tmp_path):
     assert "1 entities visited" in idle.stdout and "0 would delete" in idle.stdout
     bad = spark_submit("compact", "--namespace", ns, "--retain-hours", "-1")
     assert bad.returncode == 1
-    assert "retain_hours must be >= 0" in bad.stdout + bad.stderr
+    assert "retain_hours must be a number of hours >= 0" in bad.stdout + bad.stderr
