@@ -144,7 +144,9 @@ class EntityCompaction:
     files_compacted: int = 0
     files_written: int = 0
     files_vacuumed: int = 0
-    #: Per table (inbox, messages, deadletter): the latest checkpoint version Delta wrote.
+    #: Tables checkpointed by this run (with ``dry_run``: that would be).
+    checkpoints_written: int = 0
+    #: Per table (inbox, messages, deadletter): its latest checkpoint version after the run.
     checkpoint_versions: Dict[str, int] = field(default_factory=dict)
 
 
@@ -168,7 +170,7 @@ class CompactReport(_Visits):
                 f"  {name:<30} inbox rows purged {v['inbox_rows_purged']}, tombstones "
                 f"{v['tombstones_purged']}, DLQ tombstones {v['dead_letter_tombstones_purged']}, "
                 f"files compacted {v['files_compacted']} -> {v['files_written']}, vacuumed "
-                f"{v['files_vacuumed']}")
+                f"{v['files_vacuumed']}, checkpoints {v['checkpoints_written']}")
         return "\n".join(lines)
 
 
@@ -187,10 +189,11 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
     3. the messages and dead-letter tables are OPTIMIZEd (the inbox is not: change-data reads
        of unregistered commits need its original files);
     4. every table is VACUUMed with ``retain_hours`` (Delta's 7-day default; lower only when
-       no receive can be running on an older snapshot). Checkpoints are Delta's own, every 10
-       commits; the report gives each table's latest (see ``last_checkpoint_version``).
+       no receive can be running on an older snapshot);
+    5. every table is checkpointed at its latest version, unless a checkpoint of that version
+       exists (Delta also writes one every 10 commits), so the next reader replays no JSON.
 
-    ``dry_run`` counts what steps 1, 2 and 4 would remove and changes nothing.
+    ``dry_run`` counts what steps 1, 2, 4 and 5 would remove or write and changes nothing.
     """
     started = time.monotonic()
     if (isinstance(retain_hours, bool) or not isinstance(retain_hours, (int, float))
@@ -209,7 +212,7 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
 
 
 def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
-    from ._store._delta import last_checkpoint_version, optimize, vacuum
+    from ._store._delta import checkpoint, optimize, vacuum
 
     store, dlq = entity.store, entity.store.dead_letter_store()
     result = EntityCompaction(entity.name)
@@ -239,8 +242,9 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
             result.files_written += added
     for path in (store.inbox_path, store.messages_path, dlq.messages_path):
         result.files_vacuumed += vacuum(ns.spark, path, retain_hours, dry_run=dry_run)
-        result.checkpoint_versions[path.rsplit("/", 1)[-1]] = last_checkpoint_version(
-            ns.spark, path)
+        written, version = checkpoint(ns.spark, path, dry_run=dry_run)
+        result.checkpoints_written += written
+        result.checkpoint_versions[path.rsplit("/", 1)[-1]] = version
     return result
 
 

@@ -12,6 +12,7 @@ import pytest
 from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
 from sbdelta._namespace import Namespace
+from sbdelta._store._delta import latest_version
 from sbdelta._store.messages import PING_CONTENT_TYPE
 from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 from sbdelta.maintenance import compact, delete_idle_entities
@@ -70,7 +71,11 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
     assert (t["inbox_rows_purged"], t["tombstones_purged"],
             t["dead_letter_tombstones_purged"]) == (12, 13, 2)
     assert t["files_vacuumed"] > 0
-    assert set(report.entities[0].checkpoint_versions) == {"inbox", "messages", "deadletter"}
+    # Every table ends checkpointed at its latest version: the next reader replays no JSON.
+    tables = {"inbox": store.inbox_path, "messages": store.messages_path, "deadletter": dlq_path}
+    assert report.entities[0].checkpoint_versions == {
+        table: latest_version(spark, path) for table, path in tables.items()}
+    assert t["checkpoints_written"] == 3
     assert "inbox rows purged 12" in str(report)
     # Physically gone: only the unregistered message is left in the inbox, no tombstones.
     assert _rows(spark, store.inbox_path) == 1

@@ -143,12 +143,21 @@ def merge(spark, target: str, source, clauses: str):
     return rows[0] if rows else None
 
 
+def _delta_log(spark, path: str):
+    jvm = spark.sparkContext._jvm
+    return jvm, jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+def _snapshot(spark, path: str):
+    """(DeltaLog, its latest snapshot): a listing of the log, no Spark job."""
+    jvm, delta_log = _delta_log(spark, path)
+    none = jvm.scala.Option.empty
+    return delta_log, delta_log.update(False, none(), none())
+
+
 def latest_version(spark, path: str) -> int:
     """A Delta table's latest committed version: a listing of its log, no Spark job."""
-    jvm = spark.sparkContext._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    none = jvm.scala.Option.apply(None)
-    return int(log.update(False, none, none).version())
+    return int(_snapshot(spark, path)[1].version())
 
 
 def sql_literal(value) -> str:
@@ -214,17 +223,37 @@ def optimize(spark, path: str) -> Tuple[int, int]:
 
 
 def last_checkpoint_version(spark, path: str) -> int:
-    """The version of the table's latest checkpoint (-1 if none).
-
-    sbdelta does not write checkpoints itself: Delta writes one every
-    ``delta.checkpointInterval`` (10) commits, from the process that made the commit. A manual
-    ``DeltaLog.checkpoint`` racing with that (Delta 3.3) failed with
-    DELTA_CHECKPOINT_SNAPSHOT_MISMATCH after the checkpoint file was already in place.
-    """
-    jvm = spark.sparkContext._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    """The version of the table's latest checkpoint (-1 if none), from ``_last_checkpoint``."""
+    _, log = _delta_log(spark, path)
     last = log.readLastCheckpointFile()
     return int(last.get().version()) if last.isDefined() else -1
+
+
+def checkpoint(spark, path: str, *, dry_run: bool = False) -> Tuple[bool, int]:
+    """Checkpoint the table at its latest version unless a checkpoint of that version exists.
+
+    Returns (written, latest checkpoint version). Delta also writes one every
+    ``delta.checkpointInterval`` commits from the committing process; this one makes log replay
+    short right after maintenance. It goes through ``DeltaLog.checkpoint``, the call Delta's own
+    post-commit hook makes, which logs and swallows a failed checkpoint (a checkpoint is an
+    optimisation, never needed for correctness). Checkpointing a snapshot object twice makes
+    Delta 3.3 log DELTA_CHECKPOINT_SNAPSHOT_MISMATCH (its file counter runs over a cached
+    state) although the file it wrote is right, so a version already checkpointed, by Delta or
+    by another copy of this job, is skipped. Two copies racing on one version each write a
+    complete file of the same state; the last rename wins.
+    """
+    delta_log, snapshot = _snapshot(spark, path)
+    before = last_checkpoint_version(spark, path)
+    if snapshot.version() < 0 or before >= snapshot.version():
+        return False, before
+    if dry_run:
+        return True, before
+    delta_log.checkpoint(snapshot, spark.sparkContext._jvm.scala.Option.empty())
+    after = last_checkpoint_version(spark, path)
+    if after < snapshot.version():
+        log.warning("checkpoint of %s at version %d was not written (see Delta's log); "
+                    "Delta will write one at its next interval", path, snapshot.version())
+    return after >= snapshot.version(), after
 
 
 def remove_files_quietly(spark, path: str, where: str, *,
@@ -238,11 +267,10 @@ def remove_files_quietly(spark, path: str, where: str, *,
     """
     import time as _time
 
-    jvm = spark.sparkContext._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    jvm, delta_log = _delta_log(spark, path)
 
     def step():
-        txn = log.startTransaction()
+        txn = delta_log.startTransaction()
         files = txn.snapshot().allFiles().filter(
             jvm.org.apache.spark.sql.functions.expr(where)).collectAsList()
         rows, removes = 0, jvm.java.util.ArrayList()
