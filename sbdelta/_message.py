@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 from sbdelta._clock import utc
 from sbdelta._durations import parse_duration
 from sbdelta.exceptions import (InvalidMessageError, InvalidPropertyError,
-                                MessageSizeExceededError, MessageTypeError, ServiceBusError,
+                                MessageSizeExceededError, MessageTypeError,
                                 ServiceBusInvalidOperationError)
 
 __all__ = [
