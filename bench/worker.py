@@ -3,8 +3,9 @@
     python -m bench.worker send|receive <namespace> <queue> <log> <go file> <seconds> <batch> \
         <warm-up queue>
 
-Each process has its own Spark driver (the default local session). It warms up (the same
-operations on a warm-up queue, so JIT and caches are hot before the clock starts), logs
+Each process has its own Spark driver (the default local session). It warms up (one batch of
+the same operations on the warm-up queue, the measured queue itself in the harness, so JIT,
+tables and caches are hot before the clock starts; warm-up operations are not logged), logs
 ``ready``, waits for the go file (which holds the start time, epoch seconds), works until start +
 seconds, and logs JSON lines: what it locked (token, lock interval), completed (and when), and
 the Delta commit conflicts and stale plans that sbdelta's retry loop met during each receive.

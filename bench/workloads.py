@@ -426,7 +426,7 @@ class Bench:
                                        **params))
             rabbit = res["rabbit"][phase]
             row = throughput_row("drain", f"{d:,} msgs, {label}", d, sb, rabbit or None,
-                                 "RabbitMQ (durable, confirms, manual acks)", **params)
+                                 "RabbitMQ (durable, async confirms, manual acks)", **params)
             if not rabbit:
                 row.baseline_note = self.rabbit.reason
             rows.append(row)

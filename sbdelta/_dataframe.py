@@ -82,9 +82,8 @@ def send_dataframe(sender, entity, df, now: datetime) -> int:
             fields["application_properties"], T.StringType):
         app = F.to_json(F.col("application_properties"))
     ttl_ms = (col("time_to_live", "double") * 1000).cast("bigint")
-    if props.default_message_time_to_live is not None:  # TTL-3: capped by the entity default
-        cap = int(props.default_message_time_to_live / timedelta(milliseconds=1))
-        ttl_ms = F.least(ttl_ms, F.lit(cap))
+    if entity.ttl_cap is not None:  # TTL-3
+        ttl_ms = F.least(ttl_ms, F.lit(int(entity.ttl_cap / timedelta(milliseconds=1))))
     scheduled = col("scheduled_enqueue_time_utc", "timestamp").cast("timestamp")
     scheduled = F.when(scheduled > F.expr(now_sql), scheduled)
     enqueued = F.coalesce(scheduled, F.expr(now_sql))

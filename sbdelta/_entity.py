@@ -9,7 +9,7 @@ job runs).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Dict, Optional, Tuple
 
 from ._names import entity_key, validate_entity_path
@@ -37,11 +37,21 @@ class Entity:
         return Policy(
             lock_duration=p.lock_duration,
             max_delivery_count=p.max_delivery_count,
-            default_ttl=p.default_message_time_to_live,
+            default_ttl=self.ttl_cap,
             dead_letter_on_expiration=p.dead_lettering_on_message_expiration,
             duplicate_detection=(p.duplicate_detection_history_time_window
                                  if p.requires_duplicate_detection else None),
         )
+
+    @property
+    def ttl_cap(self) -> Optional[timedelta]:
+        """TTL-3, the one place it lives: the longest time-to-live a message keeps here.
+
+        Messages without a TTL of their own get it; longer ones are cut to it. For a queue it
+        is the queue's default_message_time_to_live (None: no cap). A subscription will take
+        the smaller of its topic's and its own default here, once topics carry messages.
+        """
+        return self.properties.default_message_time_to_live
 
     @property
     def max_message_size(self) -> int:

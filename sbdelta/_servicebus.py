@@ -188,7 +188,7 @@ class ServiceBusSender:
     def _rows(self, messages: List[ServiceBusMessage], entity: Entity, now: datetime,
               schedule: Optional[datetime] = None):
         limit = entity.max_message_size
-        default_ttl = entity.properties.default_message_time_to_live
+        cap = entity.ttl_cap
         counters: Dict[int, int] = {}
         rows, pids = [], []
         for position, message in enumerate(messages):
@@ -203,8 +203,8 @@ class ServiceBusSender:
             scheduled = utc(scheduled) if scheduled is not None else None
             enqueued = scheduled if scheduled is not None and scheduled > now else now
             ttl = message.time_to_live
-            if ttl is not None and default_ttl is not None:
-                ttl = min(ttl, default_ttl)  # TTL-3: the entity default caps longer TTLs
+            if ttl is not None and cap is not None:
+                ttl = min(ttl, cap)  # TTL-3
             expires = enqueued + ttl if ttl is not None else None  # TTL-1/2/7
             pid = self._partition(message, entity)
             idx = counters.get(pid, 0)
@@ -383,7 +383,7 @@ class ServiceBusReceiver:
         expires = from_spark(get.get("expires_at"))
         ttl_ms = get.get("time_to_live_ms")
         ttl = timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
-        default_ttl = entity.properties.default_message_time_to_live
+        default_ttl = entity.ttl_cap  # TTL-3
         if not peeked and not self._sub_queue and expires is None and default_ttl is not None:
             expires = enqueued + default_ttl  # TTL-7: computed on the receive path
             ttl = default_ttl
@@ -467,7 +467,7 @@ class ServiceBusReceiver:
         out, _ = self._acquire(n, entity)
         from pyspark.sql import functions as F
 
-        default_ttl = entity.properties.default_message_time_to_live
+        default_ttl = entity.ttl_cap  # TTL-3
         expires = F.col("expires_at")
         if default_ttl is not None and not self._sub_queue:
             micros = int(default_ttl / timedelta(microseconds=1))
