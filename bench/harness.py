@@ -66,9 +66,9 @@ MODES: Dict[str, Sizes] = {
                   maintenance_rounds=2, maintenance_batch=10),
     "quick": Sizes(reps=3, send=[1000, 10000], send_64k=[1000],
                    send_messages=[(2000, 1000), (10000, 5000)],
-                   receive=[100, 1000], backlog=[10000, 100000], backlog_receive=1000,
-                   backlog_chunk=10000, latency_reps=6, drain=10000, drain_chunk=10000,
-                   drain_batch=5000, drain_reps=3, contention_seconds=20,
+                   receive=[100, 1000], backlog=[10000, 50000], backlog_receive=1000,
+                   backlog_chunk=10000, latency_reps=5, drain=10000, drain_chunk=10000,
+                   drain_batch=5000, drain_reps=3, contention_seconds=15,
                    contention_prefill=3000, contention_batch=200, maintenance_batch=50,
                    # issue 4's 20-round maintenance benchmark alone takes ~8.5 minutes here:
                    # quick mode runs it only when asked (--only maintenance).
@@ -77,7 +77,7 @@ MODES: Dict[str, Sizes] = {
                   send_messages=[(10000, 1000), (100000, 10000), (1000000, 10000)],
                   receive=[1000, 10000, 100000], backlog=[10000, 100000, 1000000],
                   backlog_receive=1000, backlog_chunk=10000, latency_reps=30, drain=1000000,
-                  drain_chunk=100000, drain_batch=10000, drain_reps=3,
+                  drain_chunk=100000, drain_batch=100000, drain_reps=3,
                   contention_seconds=120, contention_prefill=20000, contention_batch=500),
 }
 
