@@ -87,6 +87,7 @@ def _report(bench, logs, start: float, end: float) -> List[Row]:
     locks = defaultdict(list)
     completions = defaultdict(int)
     completed_in_window = completed = receives = conflicts = stale = lock_lost = sent = 0
+    warm_up_lost = 0
     last = end
     for log in logs:
         for r in _read(log):
@@ -108,6 +109,8 @@ def _report(bench, logs, start: float, end: float) -> List[Row]:
                     completed_in_window += len(r["seqs"])
             elif event == "lock_lost":
                 lock_lost += 1
+            elif event == "warm_up_lock_lost":
+                warm_up_lost += 1
     overlaps = 0
     for intervals in locks.values():
         intervals.sort()
@@ -116,7 +119,8 @@ def _report(bench, logs, start: float, end: float) -> List[Row]:
     twice = sum(1 for n in completions.values() if n > 1)
     proof = {"locks_checked": sum(len(v) for v in locks.values()),
              "messages_locked": len(locks), "double_locks": overlaps,
-             "completed_twice": twice, "lock_lost_errors": lock_lost}
+             "completed_twice": twice, "lock_lost_errors": lock_lost,
+             "warm_up_locks_lost": warm_up_lost}
     if overlaps or twice:
         bench.echo(f"  CONTENTION VIOLATION: {proof}")
     # Workers start no operation after the window; one in flight then still finishes, so the

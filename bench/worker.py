@@ -39,7 +39,16 @@ def main(argv):
             sender = client.get_queue_sender(queue)
         else:
             warm_receiver = client.get_queue_receiver(warm)
-            warm_receiver.complete_messages(warm_receiver.receive_messages(batch))
+            warm_got = warm_receiver.receive_messages(batch)
+            try:
+                warm_receiver.complete_messages(warm_got)
+            except MessageLockLostError as exc:
+                # Seen once, in tiny mode on a machine also running the test suite (a receive
+                # and its completion starved for minutes): the messages come back when their
+                # lock ends, like any lost lock. Not a measured operation: log it and go on.
+                _log(log, event="warm_up_lock_lost", error=str(exc),
+                     locked_until=[m.locked_until_utc.timestamp() for m in warm_got],
+                     at=time.time())
             receiver = client.get_queue_receiver(queue)
             lock = client._entities.queue(queue).properties.lock_duration.total_seconds()
         _log(log, event="ready", pid=os.getpid())
