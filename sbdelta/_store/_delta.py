@@ -143,16 +143,17 @@ def merge(spark, target: str, source, clauses: str):
     return rows[0] if rows else None
 
 
-def _delta_log(spark, path: str):
-    jvm = spark.sparkContext._jvm
-    return jvm, jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+def delta_log(spark, path: str):
+    """The table's DeltaLog (JVM object; Delta caches one per path)."""
+    return spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, path)
 
 
 def _snapshot(spark, path: str):
     """(DeltaLog, its latest snapshot): a listing of the log, no Spark job."""
-    jvm, delta_log = _delta_log(spark, path)
-    none = jvm.scala.Option.empty
-    return delta_log, delta_log.update(False, none(), none())
+    log_ = delta_log(spark, path)
+    none = spark.sparkContext._jvm.scala.Option.empty
+    return log_, log_.update(False, none(), none())
 
 
 def latest_version(spark, path: str) -> int:
@@ -224,8 +225,7 @@ def optimize(spark, path: str) -> Tuple[int, int]:
 
 def last_checkpoint_version(spark, path: str) -> int:
     """The version of the table's latest checkpoint (-1 if none), from ``_last_checkpoint``."""
-    _, log = _delta_log(spark, path)
-    last = log.readLastCheckpointFile()
+    last = delta_log(spark, path).readLastCheckpointFile()
     return int(last.get().version()) if last.isDefined() else -1
 
 
@@ -242,13 +242,13 @@ def checkpoint(spark, path: str, *, dry_run: bool = False) -> Tuple[bool, int]:
     by another copy of this job, is skipped. Two copies racing on one version each write a
     complete file of the same state; the last rename wins.
     """
-    delta_log, snapshot = _snapshot(spark, path)
+    log_, snapshot = _snapshot(spark, path)
     before = last_checkpoint_version(spark, path)
     if snapshot.version() < 0 or before >= snapshot.version():
         return False, before
     if dry_run:
         return True, before
-    delta_log.checkpoint(snapshot, spark.sparkContext._jvm.scala.Option.empty())
+    log_.checkpoint(snapshot, spark.sparkContext._jvm.scala.Option.empty())
     after = last_checkpoint_version(spark, path)
     if after < snapshot.version():
         log.warning("checkpoint of %s at version %d was not written (see Delta's log); "
@@ -267,10 +267,10 @@ def remove_files_quietly(spark, path: str, where: str, *,
     """
     import time as _time
 
-    jvm, delta_log = _delta_log(spark, path)
+    jvm, log_ = spark.sparkContext._jvm, delta_log(spark, path)
 
     def step():
-        txn = delta_log.startTransaction()
+        txn = log_.startTransaction()
         files = txn.snapshot().allFiles().filter(
             jvm.org.apache.spark.sql.functions.expr(where)).collectAsList()
         rows, removes = 0, jvm.java.util.ArrayList()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ._delta import (create_table, latest_version, merge, remove_files_quietly, retry,
+from ._delta import (create_table, delta_log, latest_version, merge, remove_files_quietly, retry,
                      sql_literal)
 from .schema import ddl, tblproperties
 
@@ -272,10 +272,7 @@ class MessageStore:
     def _delta_log(self, path: str):
         log = self._delta_logs.get(path)
         if log is None:
-            jvm = self.spark.sparkContext._jvm
-            log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-                self.spark._jsparkSession, path)
-            self._delta_logs[path] = log
+            log = self._delta_logs[path] = delta_log(self.spark, path)
         return log
 
     def latest_version(self, path: str) -> int:
