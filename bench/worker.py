@@ -26,7 +26,7 @@ def main(argv):
     role, namespace, queue, log_path, go_file = argv[:5]
     seconds, batch, warm = float(argv[5]), int(argv[6]), argv[7]
     from sbdelta import ServiceBusClient, ServiceBusMessage
-    from sbdelta._store._delta import retry_counts
+    from sbdelta._store.delta import retry_counts
     from sbdelta.exceptions import MessageLockLostError
 
     from .workloads import KB, body_bytes

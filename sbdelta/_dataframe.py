@@ -1,17 +1,13 @@
-"""The Spark forms of send and settle: whole DataFrames in one commit each."""
+"""The Spark form of send: a whole DataFrame in one commit."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import List, Optional
 
-from ._store._delta import GuardTripped, retry, sql_literal
-from ._store.messages import (DEADLETTERING, DEFERRED, INBOX_COLUMNS,
-                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING,
-                              PING_CONTENT_TYPE, key_sql,
-                              seq_of_token, seq_of_token_sql)
-from .exceptions import (MessageLockLostError, MessageSizeExceededError,
-                         ServiceBusInvalidOperationError)
+from ._store import (INBOX_COLUMNS, MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING,
+                     PING_CONTENT_TYPE)
+from ._store.delta import sql_literal
+from .exceptions import MessageSizeExceededError, ServiceBusInvalidOperationError
 
 STRING_COLUMNS = ("message_id", "session_id", "partition_key", "content_type", "correlation_id",
                   "subject", "to", "reply_to", "reply_to_session_id")
@@ -159,71 +155,3 @@ def send_dataframe(sender, entity, df, now: datetime) -> int:
     entity.store.append(rows.select(*[name for name, _ in INBOX_COLUMNS]))
     return check.n
 
-
-def _settle_source(receiver, entity, tokens_df, action: str, reason, description):
-    from pyspark.sql import functions as F
-
-    store = receiver._store(entity)
-    seq = F.expr(seq_of_token_sql("_token"))
-    src = (tokens_df.where("_token IS NOT NULL").dropDuplicates(["_token"])
-           .withColumn("seq", seq)
-           .withColumn("pid", F.expr(f"CAST(shiftright(seq, {PID_SHIFT}) AS INT)")
-                       if store.partitions > 1 else F.lit(0))
-           .withColumn("k", F.expr(key_sql("seq")))
-           .withColumn("_guard", F.lit("LOCK_LOST")))
-    if action == "complete":
-        src = src.withColumn("_op", F.lit("settle_delete"))
-    else:
-        src = src.withColumn("_op", F.lit("settle_update"))
-        if action == "abandon" and not receiver._sub_queue:
-            src = (src.withColumn("_abandon", F.lit(True))
-                   .withColumn("_max_dc", F.lit(entity.properties.max_delivery_count)))
-        elif action == "defer":
-            src = src.withColumn("state", F.lit(DEFERRED))
-        elif action == "dead_letter":
-            if receiver._sub_queue:
-                raise ServiceBusInvalidOperationError(
-                    "messages in the dead-letter queue cannot be dead-lettered again")
-            src = (src.withColumn("state", F.lit(DEADLETTERING))
-                   .withColumn("dead_letter_reason", F.lit(reason).cast("string"))
-                   .withColumn("dead_letter_error_description",
-                               F.lit(description).cast("string")))
-    return store, store._source(src).drop("_out")
-
-
-def settle_dataframe(receiver, entity, df, action: str, reason: Optional[str],
-                     description: Optional[str]) -> int:
-    """Settle every lock token of ``df`` in ONE commit, all or nothing."""
-    if "lock_token" not in df.columns:
-        raise ServiceBusInvalidOperationError(
-            "the DataFrame needs a lock_token column (as returned by receive_dataframe)")
-    tokens = df.select(df["lock_token"].cast("string").alias("_token"))
-    store, src = _settle_source(receiver, entity, tokens, action, reason, description)
-    src = src.localCheckpoint(eager=True)
-    pids = [r.pid for r in src.select("pid").distinct().collect() if r.pid is not None]
-    count = src.count()
-    if count == 0:
-        return 0
-    now = receiver._now()
-    try:
-        retry(lambda: store.apply_df(src, pids or [0], now),
-              what=f"{action} on {receiver.entity_path}")
-    except GuardTripped as tripped:
-        if tripped.code != "LOCK_LOST":
-            raise
-        raise MessageLockLostError(
-            f"{action}: at least one of the {count} lock tokens is not held (expired, released, "
-            "settled or unknown). Nothing was settled") from None
-    if action in ("dead_letter", "abandon") and not receiver._sub_queue:
-        store.move_dead_letters(pids, now)
-    return count
-
-
-def settle_tokens(receiver, entity, tokens: List[str], action: str, reason, description) -> int:
-    """Settle a list of lock-token strings in ONE commit."""
-    bad = [t for t in tokens if seq_of_token(t) is None]
-    if bad:
-        raise ServiceBusInvalidOperationError(
-            f"not a lock token: {bad[0]!r}; lock tokens are UUID strings from received messages")
-    df = receiver._client.spark.createDataFrame([(t,) for t in tokens], "lock_token STRING")
-    return settle_dataframe(receiver, entity, df, action, reason, description)

@@ -14,8 +14,8 @@ from typing import Dict, Optional, Tuple
 
 from ._names import entity_key, validate_entity_path
 from ._namespace import Namespace
-from ._store._delta import latest_version
-from ._store.messages import MessageStore, Policy
+from ._store import latest_version
+from ._store import MessageStore, Policy
 from .exceptions import MessagingEntityDisabledError, MessagingEntityNotFoundError
 from .management._properties import EntityStatus, QueueProperties
 

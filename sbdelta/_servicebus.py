@@ -20,13 +20,12 @@ from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMess
                        decode_properties, encode_properties, to_message_list)
 from ._activity import ActivityTracker
 from ._namespace import Namespace
-from ._store._delta import GuardTripped, retry
-from ._store.messages import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
-                              MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING, PING_CONTENT_TYPE,
-                              SCHEDULED, DLQ_POLICY, MessageStore, lock_token_prefix, msg_key,
-                              partition_of, PID_SHIFT, VERSION_SHIFT)
+from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, INBOX_COLUMNS,
+                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING, PING_CONTENT_TYPE,
+                     SCHEDULED, Disposition, Locked, MessageStore, Settlement, seq_of_token,
+                     sequence_number)
 from ._store.schema import ddl
-from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
+from .exceptions import (MessageAlreadySettled, MessageLockLostError,
                          MessageSizeExceededError, ServiceBusInvalidOperationError)
 
 __all__ = ["ServiceBusClient", "ServiceBusSender", "ServiceBusReceiver"]
@@ -237,7 +236,7 @@ class ServiceBusSender:
         version = entity.store.append(df, need_version=need_seqs)
         if not need_seqs:
             return []
-        return [(r[0] << PID_SHIFT) | (version << VERSION_SHIFT) | r[1] for r in rows]
+        return [sequence_number(r[0], version, r[1]) for r in rows]
 
     # -- API -----------------------------------------------------------------------------------
     def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
@@ -279,12 +278,8 @@ class ServiceBusSender:
         entity = self._entity()
         if not seqs:
             return
-        store = entity.store
-        now = self._client._ns.clock.now()
-        rows = [{"pid": _pid(store, s), "k": msg_key(s), "kind": MSG, "seq": s, "rev": 0,
-                 "state": CANCELLED, "_op": "cancel"} for s in dict.fromkeys(seqs)]
-        retry(lambda: store.apply_rows(rows, {r["pid"] for r in rows}, now),
-              what=f"cancel scheduled messages on queue '{self._name}'")
+        entity.store.cancel_scheduled(seqs, self._client._ns.clock.now(),
+                                      what=f"cancel scheduled messages on queue '{self._name}'")
 
     def send_dataframe(self, df) -> int:
         """Send every row of a DataFrame in ONE commit; returns the number of messages sent.
@@ -306,10 +301,6 @@ def utc_zone():
     from datetime import timezone
 
     return timezone.utc
-
-
-def _pid(store: MessageStore, seq: int) -> int:
-    return partition_of(seq) if store.partitions > 1 else 0
 
 
 class ServiceBusReceiver:
@@ -498,39 +489,10 @@ class ServiceBusReceiver:
             return []
         seqs = list(dict.fromkeys(seqs))
         entity = self._entity()
-        store = self._store(entity)
-        policy = self._policy(entity)
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
-
-        def step():
-            from pyspark.sql import functions as F
-
-            from ._store.messages import lock_token_sql
-
-            now = self._now()
-            from ._store._delta import sql_literal
-            now_sql = sql_literal(now)
-            rows, pids = store.rows_by_seq(
-                seqs, f"kind = '{MSG}' AND state = '{DEFERRED}' "
-                      f"AND (locked_until IS NULL OR locked_until <= {now_sql})")
-            prefix = lock_token_prefix()
-            if not delete:
-                rows = (rows.withColumn("lock_token", F.expr(lock_token_sql(prefix)))
-                        .withColumn("locked_until", F.expr(sql_literal(now + policy.lock_duration)))
-                        .withColumn("delivery_count", F.col("delivery_count") + 1))
-            plan = store._ops(rows, "delete" if delete else "update", out=True)
-            plan = plan.localCheckpoint(eager=True)
-            found = plan.orderBy("seq").collect()
-            missing = sorted(set(seqs) - {r.seq for r in found})
-            if missing:
-                raise MessageNotFoundError(
-                    f"no deferred message with sequence number(s) {missing} is available on "
-                    f"{self.entity_path} (not deferred, already settled, or locked by another "
-                    "receiver); nothing was received")
-            store.apply_df(plan.drop("_out"), pids, now)
-            return found
-
-        found = retry(step, what=f"receive deferred messages from {self.entity_path}")
+        found = self._store(entity).receive_deferred(
+            seqs, policy=self._policy(entity), now=self._now(), delete=delete,
+            what=f"receive deferred messages from {self.entity_path}")
         return [self._to_message(r, entity) for r in found]
 
     def peek_messages(self, max_message_count: int = 1, *,
@@ -601,62 +563,38 @@ class ServiceBusReceiver:
                     f"the lock on message {m.sequence_number} was lost: queue '{self._name}' "
                     f"was updated at {entity.updated_at.isoformat()} after the message was "
                     "locked. Receive it again")
-        store = self._store(entity)
+        if action == "dead_letter" and self._sub_queue:
+            raise ServiceBusInvalidOperationError(
+                "a message in the dead-letter queue cannot be dead-lettered again; "
+                "complete it to remove it")
         now = self._now()
-        rows = []
+        settlement = self._settlement(entity, action, now, reason, description)
+        locked = []
         for m in messages:
-            row = {"pid": _pid(store, m.sequence_number), "k": msg_key(m.sequence_number),
-                   "_token": m.lock_token, "_guard": "LOCK_LOST"}
-            if action == "complete":
-                row["_op"] = "settle_delete"
-            else:
-                row["_op"] = "settle_update"
-                if action == "abandon":
-                    row["_abandon"] = not self._sub_queue
-                    row["_max_dc"] = entity.properties.max_delivery_count
-                    if properties:
-                        merged = dict(m.application_properties or {})
-                        merged.update(properties)
-                        row["application_properties"] = encode_properties(merged)
-                elif action == "defer":
-                    row["state"] = DEFERRED
-                elif action == "dead_letter":
-                    if self._sub_queue:
-                        raise ServiceBusInvalidOperationError(
-                            "a message in the dead-letter queue cannot be dead-lettered again; "
-                            "complete it to remove it")
-                    row["state"] = DEADLETTERING
-                    row["dead_letter_reason"] = reason
-                    row["dead_letter_error_description"] = description
-                elif action == "renew":
-                    row["_keep_lock"] = True
-                    row["locked_until"] = now + entity.policy.lock_duration
-            rows.append(row)
-        pids = {r["pid"] for r in rows}
-        try:
-            if len(rows) == 1:  # one DELETE/UPDATE: cheaper than the general MERGE
-                if not retry(lambda: store.settle_one(rows[0], now),
-                             what=f"{action} on {self.entity_path}"):
-                    raise GuardTripped("LOCK_LOST")
-            else:
-                retry(lambda: store.apply_rows(rows, pids, now),
-                      what=f"{action} on {self.entity_path}")
-        except GuardTripped as tripped:
-            if tripped.code != "LOCK_LOST":
-                raise
-            which = ", ".join(str(m.sequence_number) for m in messages[:10])
-            raise MessageLockLostError(
-                f"the lock on message(s) {which} is lost: it expired, was released, or the "
-                f"message was settled already. Nothing was changed; receive it again") from None
-        if action == "renew":
-            for m, row in zip(messages, rows):
-                m._set_lock(m.lock_token, row["locked_until"])
+            props = None
+            if action == "abandon" and properties:
+                merged = dict(m.application_properties or {})
+                merged.update(properties)
+                props = encode_properties(merged)
+            locked.append(Locked(m.sequence_number, m.lock_token, props))
+        self._store(entity).settle(locked, settlement, now,
+                                   what=f"{action} on {self.entity_path}")
+        for m in messages:
+            if action == "renew":
+                m._set_lock(m.lock_token, settlement.locked_until)
                 m._lock_acquired_at = now
-            return
-        for m in messages:
-            m._settled = True
-        if action in ("dead_letter", "abandon") and not self._sub_queue:
-            store.move_dead_letters(pids, now)
+            else:
+                m._settled = True
+
+    def _settlement(self, entity: Entity, action: str, now: datetime,
+                    reason: Optional[str] = None,
+                    description: Optional[str] = None) -> Settlement:
+        """What ``action`` does on this receiver's entity (a dead-letter queue has no limit)."""
+        return Settlement(
+            Disposition(action),
+            max_delivery_count=0 if self._sub_queue else entity.properties.max_delivery_count,
+            locked_until=now + entity.policy.lock_duration if action == "renew" else None,
+            reason=reason, description=description)
 
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
         """Remove the message (SETTLE-1). Needs a valid lock held by this receiver."""
@@ -712,22 +650,42 @@ class ServiceBusReceiver:
 
     def _settle_many(self, messages, action: str, *, reason: Optional[str] = None,
                      description: Optional[str] = None) -> int:
-        from ._dataframe import is_dataframe, settle_dataframe
+        from ._dataframe import is_dataframe
 
         if is_dataframe(messages):
-            entity = self._entity()
-            if self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            if "lock_token" not in messages.columns:
                 raise ServiceBusInvalidOperationError(
-                    "messages received in RECEIVE_AND_DELETE mode are already settled")
-            return settle_dataframe(self, entity, messages, action, reason, description)
+                    "the DataFrame needs a lock_token column (as returned by receive_dataframe)")
+            return self._settle_tokens(
+                messages.select(messages["lock_token"].cast("string").alias("_token")),
+                action, reason, description)
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
             raise ServiceBusInvalidOperationError(
                 "expected a list of received messages, a list of lock tokens, or a DataFrame "
                 "with a lock_token column")
         items = list(messages)
         if items and all(isinstance(m, str) for m in items):
-            from ._dataframe import settle_tokens
-
-            return settle_tokens(self, self._entity(), items, action, reason, description)
+            bad = [t for t in items if seq_of_token(t) is None]
+            if bad:
+                raise ServiceBusInvalidOperationError(
+                    f"not a lock token: {bad[0]!r}; lock tokens are UUID strings from received "
+                    "messages")
+            tokens = self._client.spark.createDataFrame([(t,) for t in items], "_token STRING")
+            return self._settle_tokens(tokens, action, reason, description)
         self._settle(items, action, reason=reason, description=description)
         return len(items)
+
+    def _settle_tokens(self, tokens, action: str, reason: Optional[str],
+                       description: Optional[str]) -> int:
+        """Settle a DataFrame of lock tokens (column ``_token``) in ONE commit, all or nothing."""
+        if self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            raise ServiceBusInvalidOperationError(
+                "messages received in RECEIVE_AND_DELETE mode are already settled")
+        if action == "dead_letter" and self._sub_queue:
+            raise ServiceBusInvalidOperationError(
+                "messages in the dead-letter queue cannot be dead-lettered again")
+        entity = self._entity()
+        now = self._now()
+        return self._store(entity).settle_frame(
+            tokens, self._settlement(entity, action, now, reason, description), now,
+            what=f"{action} on {self.entity_path}")

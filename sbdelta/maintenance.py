@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 from ._clock import Clock
 from ._entity import EntityResolver
 from ._namespace import Namespace
-from ._store.messages import DEADLETTERING, MSG
+from ._store import DEADLETTERING, MSG
 from .exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 
 __all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "CompactReport",
@@ -109,7 +109,7 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
     for entity in [resolver.queue(name) for name in names]:
         store, policy = entity.store, entity.policy
         now = ns.clock.now()
-        _, action, expired = store._conditions(policy, now)
+        _, action, expired = store.conditions(policy, now)
         over = f"delivery_count >= {policy.max_delivery_count}"
         from pyspark.sql import functions as F
 
@@ -212,7 +212,7 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
 
 
 def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
-    from ._store._delta import checkpoint, optimize, vacuum
+    from ._store.delta import checkpoint, optimize, vacuum
 
     store, dlq = entity.store, entity.store.dead_letter_store()
     result = EntityCompaction(entity.name)

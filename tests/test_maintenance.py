@@ -12,8 +12,8 @@ import pytest
 from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
 from sbdelta._namespace import Namespace
-from sbdelta._store._delta import latest_version
-from sbdelta._store.messages import PING_CONTENT_TYPE
+from sbdelta._store.delta import latest_version
+from sbdelta._store import PING_CONTENT_TYPE
 from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 from sbdelta.maintenance import compact, delete_idle_entities
 from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter

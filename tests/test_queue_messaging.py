@@ -12,7 +12,7 @@ import pytest
 from sbdelta import (AutoLockRenewer, ServiceBusMessage,
                      ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue)
 from sbdelta._message import InvalidMessageError, MessageTypeError
-from sbdelta._store.messages import PID_SHIFT
+from sbdelta._store import PID_SHIFT
 from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
                                 MessageSizeExceededError, MessagingEntityDisabledError,
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)

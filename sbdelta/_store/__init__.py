@@ -1,1 +1,26 @@
-"""sbdelta's storage seam: the only code that touches Delta tables (see schema.py)."""
+"""sbdelta's storage seam: the only code that touches Delta tables.
+
+Code above ``_store`` imports from here, never from the modules inside: the tables and their
+columns (:mod:`.layout`, :mod:`.schema`), the lock room (:mod:`.locks`), the settle path
+(:mod:`.settle`) and :class:`MessageStore`, which holds an entity's tables and hands every
+verb on to the module that owns it.
+"""
+
+from .delta import latest_version, retry
+from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS, INBOX_NAMES,
+                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING, PING_CONTENT_TYPE,
+                     SCHEDULED, msg_key, partition_of, sequence_number)
+from .locks import DLQ_POLICY, Policy, seq_of_token
+from .messages import Counts, MessageStore
+from .settle import Disposition, Locked, Settlement
+
+__all__ = [
+    # tables and rows
+    "MessageStore", "Counts", "INBOX_COLUMNS", "INBOX_NAMES", "MAX_ROWS_PER_PARTITION_PER_COMMIT",
+    "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
+    "PING_CONTENT_TYPE", "PID_SHIFT", "msg_key", "partition_of", "sequence_number",
+    # locks and settlement
+    "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement",
+    # commits
+    "latest_version", "retry",
+]

@@ -18,7 +18,7 @@ from typing import List, Optional
 
 from .._clock import from_spark
 from . import schema
-from ._delta import create_table, guard, merge, retry, run_guarded, sql_literal
+from .delta import create_table, guard, merge, retry, run_guarded, sql_literal
 
 
 @dataclass(frozen=True)

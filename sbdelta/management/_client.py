@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from .._clock import Clock
 from .._names import entity_key, storage_key, validate_entity_name, validate_entity_path
 from .._namespace import Namespace
-from .._store._delta import GuardTripped
+from .._store.delta import GuardTripped
 from .._store.registry import RegistryRow
 from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
                           MessagingEntityNotFoundError)

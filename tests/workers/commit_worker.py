@@ -8,7 +8,7 @@ import json
 import sys
 
 from sbdelta._spark import get_spark
-from sbdelta._store._delta import is_conflict, retry
+from sbdelta._store.delta import is_conflict, retry
 
 
 def main() -> None:

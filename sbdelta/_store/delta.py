@@ -20,7 +20,9 @@ from typing import Callable, Optional, Tuple, TypeVar
 from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt,
                       stop_after_delay, wait_random_exponential)
 
-from ..exceptions import CommitConflictError
+from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotFoundError,
+                          MessagingEntityAlreadyExistsError, MessagingEntityNotFoundError,
+                          ServiceBusError)
 
 log = logging.getLogger("sbdelta")
 T = TypeVar("T")
@@ -50,6 +52,21 @@ class GuardTripped(Exception):
     def __init__(self, code: str) -> None:
         super().__init__(code)
         self.code = code
+
+
+#: The one table from guard codes to public errors. STALE never reaches a caller (it is retried).
+GUARD_ERRORS = {
+    "LOCK_LOST": MessageLockLostError,
+    "EXISTS": MessagingEntityAlreadyExistsError,
+    "NO_PARENT": MessagingEntityNotFoundError,
+    "NOT_FOUND": MessagingEntityNotFoundError,
+    "NOT_SCHEDULED": MessageNotFoundError,
+}
+
+
+def guard_error(tripped: GuardTripped, detail: str) -> ServiceBusError:
+    """The public error for a tripped guard; ``detail`` says what failed and what to do."""
+    return GUARD_ERRORS.get(tripped.code, ServiceBusError)(detail)
 
 
 def guard(code: str) -> str:

@@ -1,0 +1,70 @@
+"""Moves into the dead-letter table, crash-safe although Delta has no multi-table commit.
+
+A message is dead-lettered in three steps, each safe to repeat:
+
+1. its row is marked ``DEADLETTERING`` (under the lock guard of a settlement, or by a planner
+   for expired and over-delivered messages);
+2. :func:`move_dead_letters` copies DEADLETTERING rows into the dead-letter table with a MERGE
+   that inserts only keys the table does not have;
+3. it removes the source rows at the revision it copied.
+
+A crash after any step leaves DEADLETTERING rows that the next receive or sweep on the
+partition moves again. Completing a message in the dead-letter queue leaves a ``COMPLETED``
+tombstone there (the dead-letter table's apply clauses), so a repeated step 2 cannot bring a
+completed message back; maintenance purges tombstones whose source row is gone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable
+
+from .apply import apply_df, as_ops, to_source
+from .delta import merge, retry
+from .layout import ACTIVE, COLUMN_NAMES, COMPLETED, DEADLETTERING, MSG, pid_list
+
+
+def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
+                      copy_only: bool = False) -> int:
+    """Copy the DEADLETTERING rows of ``pids`` into the dead-letter table, then remove them.
+
+    ``copy_only`` stops after step 2, as a crash between the two commits would (tests).
+    Returns how many rows were moved.
+    """
+    pids = sorted(set(pids))
+    dlq = store.dead_letter_store()
+
+    def step():
+        from pyspark.sql import functions as F
+
+        rows = (store.messages().where(
+            f"pid IN ({pid_list(pids)}) AND kind = '{MSG}' AND state = '{DEADLETTERING}'")
+            .limit(100000).localCheckpoint(eager=True))
+        if rows.isEmpty():
+            return 0
+        copy = (rows.withColumn("state", F.lit(ACTIVE))
+                .withColumn("lock_token", F.lit(None).cast("string"))
+                .withColumn("locked_until", F.lit(None).cast("timestamp"))
+                .withColumn("visible_at", F.col("enqueued_time"))
+                .withColumn("rev", F.lit(0).cast("bigint"))
+                .withColumn("_op", F.lit("insert")))
+        copy = to_source(copy).drop("_out")
+        merge(store.spark, dlq.messages_path, copy,
+              f"ON t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k "
+              f"WHEN NOT MATCHED THEN INSERT ({', '.join(COLUMN_NAMES)}) "
+              f"VALUES ({', '.join('s.' + c for c in COLUMN_NAMES)})")
+        if copy_only:
+            return rows.count()
+        apply_df(store, as_ops(rows, "delete").drop("_out"), pids, now)
+        return rows.count()
+
+    return retry(step, what=f"dead-letter move in {store.messages_path}")
+
+
+def completed_tombstones(dlq, live_sources=None):
+    """Dead-letter ``COMPLETED`` tombstones nobody needs: their source row is gone
+    (``live_sources``: keys still DEADLETTERING in the source, which may be copied again)."""
+    dead = dlq.messages().where(f"kind = '{MSG}' AND state = '{COMPLETED}'")
+    if live_sources is not None:
+        dead = dead.join(live_sources, ["pid", "k"], "left_anti")
+    return dead

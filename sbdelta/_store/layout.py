@@ -1,0 +1,141 @@
+"""What an entity's message tables hold: columns, kinds, states, and sequence-number arithmetic.
+
+Each entity (a queue today; subscriptions later) has three Delta tables under its folder:
+
+``inbox``      written only by senders, only by blind appends (partitioned by ``pid``, change
+               data feed on). A row's sequence number is implicit: ``pid << 48 | version << 20
+               | idx`` where ``version`` is the commit that added it and ``idx`` its position in
+               that commit's partition. Appends never conflict with each other, so senders never
+               make anyone fail and sequence numbers follow commit order (SEND-3).
+``messages``   owned by receivers (partitioned by ``pid``). It holds the rows a receiver has
+               *registered* (taken over from the inbox): locked, deferred, scheduled and
+               returned messages, one ``FRONTIER`` row per partition (the last inbox position
+               registered), ``DEDUP`` rows (duplicate detection history) and ``CANCELLED``
+               tombstones for scheduled messages cancelled before registration. Messages that
+               were never touched stay in the inbox, so this table's size follows the work in
+               flight, not the backlog.
+``deadletter`` the dead-letter queue: the same shape as ``messages`` without a frontier; rows
+               keep their sequence number.
+"""
+
+from __future__ import annotations
+
+PID_SHIFT = 48
+VERSION_SHIFT = 20
+IDX_MASK = (1 << VERSION_SHIFT) - 1
+MAX_VERSION = (1 << (PID_SHIFT - VERSION_SHIFT)) - 1
+MAX_ROWS_PER_PARTITION_PER_COMMIT = 1 << VERSION_SHIFT
+SEQ_MASK = (1 << 64) - 1
+
+# Row kinds (column ``kind``) and message states (column ``state``).
+MSG, FRONTIER, DEDUP, PING = "MSG", "FRONTIER", "DEDUP", "PING"
+# PAIR-6: a message of this content type is a ping (kind PING in the inbox). Registration drops
+# pings, so no receive, peek or count ever sees one (RECV-7); maintenance purges them from the
+# inbox with the registered rows.
+PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
+ACTIVE, DEFERRED, SCHEDULED = "ACTIVE", "DEFERRED", "SCHEDULED"
+DEADLETTERING, CANCELLED, COMPLETED = "DEADLETTERING", "CANCELLED", "COMPLETED"
+
+MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
+TTL_EXPIRED_REASON = "TTLExpiredException"
+TTL_EXPIRED_DESCRIPTION = "The message expired and was dead lettered."
+
+# What a sender sets (and what travels with a message into the dead-letter queue).
+MESSAGE_FIELDS = (
+    ("message_id", "STRING"),
+    ("body", "BINARY"),
+    ("application_properties", "STRING"),
+    ("session_id", "STRING"),
+    ("partition_key", "STRING"),
+    ("content_type", "STRING"),
+    ("correlation_id", "STRING"),
+    ("subject", "STRING"),
+    ("to_address", "STRING"),
+    ("reply_to", "STRING"),
+    ("reply_to_session_id", "STRING"),
+    ("time_to_live_ms", "BIGINT"),
+    ("enqueued_time", "TIMESTAMP"),
+    ("scheduled_enqueue_time", "TIMESTAMP"),
+    ("expires_at", "TIMESTAMP"),
+    ("size", "INT"),
+)
+
+INBOX_COLUMNS = (("pid", "INT"), ("idx", "INT"), ("kind", "STRING")) + MESSAGE_FIELDS
+INBOX_NAMES = [name for name, _ in INBOX_COLUMNS]
+
+# Columns a planner-driven update ('update' op) sets from the source row.
+CONTROL_COLUMNS = (
+    ("seq", "BIGINT"),
+    ("state", "STRING"),
+    ("lock_token", "STRING"),
+    ("locked_until", "TIMESTAMP"),
+    ("delivery_count", "INT"),
+    ("visible_at", "TIMESTAMP"),
+    ("dedup_until", "TIMESTAMP"),
+    ("dead_letter_reason", "STRING"),
+    ("dead_letter_error_description", "STRING"),
+    ("dead_letter_source", "STRING"),
+)
+
+MESSAGES_COLUMNS = ((("pid", "INT"), ("k", "STRING"), ("kind", "STRING"), ("rev", "BIGINT"))
+                    + CONTROL_COLUMNS + MESSAGE_FIELDS)
+COLUMN_NAMES = [name for name, _ in MESSAGES_COLUMNS]
+
+INBOX_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.enableDeletionVectors": "false",
+    # Each file's defaultRowCommitVersion tells maintenance which send commit it holds.
+    "delta.enableRowTracking": "true",
+}
+MESSAGES_PROPERTIES = {
+    "delta.enableDeletionVectors": "false",
+}
+
+
+def frontier_at(pid: int, version: int) -> int:
+    """The frontier value that passes every row of ``version`` (and before) in ``pid``.
+
+    Frontiers are sequence numbers, so they carry the partition id in their top bits.
+    """
+    return (pid << PID_SHIFT) | (version << VERSION_SHIFT) | IDX_MASK
+
+
+def start_version(frontier: int) -> int:
+    """The first inbox version that may hold rows past ``frontier`` (-1: nothing registered)."""
+    if frontier < 0:
+        return 0
+    version, idx = frontier >> VERSION_SHIFT & MAX_VERSION, frontier & IDX_MASK
+    return version + 1 if idx == IDX_MASK else version
+
+
+def sequence_number(pid: int, version: int, idx: int) -> int:
+    """SEND-3: the sequence number of row ``idx`` of partition ``pid`` in inbox commit ``version``."""
+    return (pid << PID_SHIFT) | (version << VERSION_SHIFT) | idx
+
+
+def msg_key(seq: int) -> str:
+    return f"m{seq:019d}"
+
+
+def key_sql(seq_col: str) -> str:
+    return f"concat('m', lpad(CAST({seq_col} AS STRING), 19, '0'))"
+
+
+def seq_sql(pid: str = "pid", version: str = "_commit_version", idx: str = "idx") -> str:
+    return (f"(shiftleft(CAST({pid} AS BIGINT), {PID_SHIFT}) | "
+            f"shiftleft(CAST({version} AS BIGINT), {VERSION_SHIFT}) | CAST({idx} AS BIGINT))")
+
+
+def partition_of(seq: int) -> int:
+    return seq >> PID_SHIFT
+
+
+def pid_list(pids) -> str:
+    """``1, 2, 3``: partition ids for a literal ``pid IN (...)`` (Delta narrows conflicts by it)."""
+    return ", ".join(str(int(p)) for p in sorted(set(pids)))
+
+
+def case_by_pid(mapping, default: str = "0") -> str:
+    """``CASE pid WHEN p THEN v ... ELSE default END`` for per-partition values."""
+    return ("CASE pid " + " ".join(f"WHEN {int(p)} THEN {v}" for p, v in mapping.items())
+            + f" ELSE {default} END")

@@ -1,0 +1,124 @@
+"""The lock room: what a lock token is, when a lock is valid, how a lock is granted.
+
+Every form of receive (a batch, a DataFrame, deferred messages by sequence number) grants locks
+with :func:`grant`; every settlement and renewal checks a lock with :func:`lock_held_sql`;
+every planner decides what may be handed out with :func:`conditions`. Session locks will be
+added here.
+
+Lock tokens are UUID-shaped: 64 random bits of the grant, then the message's 64-bit sequence
+number, so a DataFrame of tokens can be settled without a lookup, with literal ``pid``
+predicates (the partition id sits in the top bits of the sequence number).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Optional, Tuple
+
+from .delta import sql_literal
+from .layout import ACTIVE, DEADLETTERING, MSG, SCHEDULED, SEQ_MASK
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the entity's properties say about delivery, read when an operation starts."""
+
+    lock_duration: timedelta
+    max_delivery_count: int
+    default_ttl: Optional[timedelta]
+    dead_letter_on_expiration: bool
+    duplicate_detection: Optional[timedelta]  # the window, None when off
+
+
+#: A dead-letter queue: no expiry (TTL-8), no delivery limit, the default lock duration.
+DLQ_POLICY = Policy(timedelta(seconds=30), 2 ** 31 - 1, None, False, None)
+
+
+def lock_token_prefix() -> str:
+    """Random first half of the lock tokens handed out by one lock grant."""
+    return f"{random.getrandbits(64):016x}"
+
+
+def lock_token_sql(prefix: str, seq_col: str = "seq") -> str:
+    """SQL for the lock token of ``seq_col`` under the grant ``prefix``."""
+    h = f"lpad(hex({seq_col}), 16, '0')"
+    return (f"lower(concat('{prefix[:8]}-{prefix[8:12]}-{prefix[12:16]}-', substr({h}, 1, 4), "
+            f"'-', substr({h}, 5, 12)))")
+
+
+def lock_token(prefix: str, seq: int) -> str:
+    h = f"{seq:016x}"
+    return f"{prefix[:8]}-{prefix[8:12]}-{prefix[12:16]}-{h[:4]}-{h[4:]}"
+
+
+def seq_of_token(token: str) -> Optional[int]:
+    """The sequence number inside a lock token, or None when it is not one of ours."""
+    try:
+        value = uuid.UUID(str(token))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if str(value) != str(token).lower():
+        return None
+    return value.int & SEQ_MASK
+
+
+def seq_of_token_sql(col: str) -> str:
+    return f"CAST(conv(substr(replace({col}, '-', ''), 17, 16), 16, 10) AS BIGINT)"
+
+
+def lock_held_sql(now: datetime, token: str = "s._token", target: str = "t.") -> str:
+    """The caller holds the lock: its token is the row's and the lock has not expired."""
+    return f"{target}lock_token = {token} AND {target}locked_until > {sql_literal(now)}"
+
+
+def expired_sql(policy: Policy, now: datetime, *, dead_letter: bool, prefix: str = "") -> str:
+    """TTL-4/7: the row's message has expired (the entity default applies when it has none)."""
+    if dead_letter:
+        return "FALSE"  # TTL-8
+    stored = f"{prefix}expires_at"
+    if policy.default_ttl is None:
+        exp = stored
+    else:
+        micros = int(policy.default_ttl / timedelta(microseconds=1))
+        exp = (f"coalesce({stored}, timestamp_micros(unix_micros({prefix}enqueued_time) "
+               f"+ {micros}))")
+    return f"coalesce({exp} <= {sql_literal(now)}, FALSE)"
+
+
+def conditions(policy: Policy, now: datetime, *, dead_letter: bool) -> Tuple[str, str, str]:
+    """SQL over ``messages`` rows: (claimable, needs-action, expired).
+
+    Claimable: visible, unlocked (or its lock expired: RECV-4), not expired, under the delivery
+    limit. Needs action: free but expired (TTL-5/6) or at the delivery limit (RECV-5), or left
+    half-way through a dead-letter move.
+    """
+    now_sql = sql_literal(now)
+    live = (f"kind = '{MSG}' AND state IN ('{ACTIVE}', '{SCHEDULED}') "
+            f"AND visible_at <= {now_sql} "
+            f"AND (locked_until IS NULL OR locked_until <= {now_sql})")
+    expired = expired_sql(policy, now, dead_letter=dead_letter)
+    over = "FALSE" if dead_letter else f"delivery_count >= {policy.max_delivery_count}"
+    claimable = f"({live} AND NOT ({expired}) AND NOT ({over}))"
+    action = (f"(({live} AND (({expired}) OR ({over}))) "
+              f"OR (kind = '{MSG}' AND state = '{DEADLETTERING}'))")
+    return claimable, action, expired
+
+
+def grant(df, prefix: str, until: datetime, *, first: bool = False,
+          state: Optional[str] = ACTIVE):
+    """Lock every row of ``df`` (a DataFrame of messages rows) until ``until`` (RECV-2/5).
+
+    ``first`` marks rows delivered for the first time (registered from the inbox now);
+    ``state=None`` keeps the rows' state (a deferred message stays deferred while locked).
+    """
+    from pyspark.sql import functions as F
+
+    count = F.lit(1) if first else F.col("delivery_count") + 1
+    if state is not None:
+        df = df.withColumn("state", F.lit(state))
+    return (df.withColumn("lock_token", F.expr(lock_token_sql(prefix)))
+            .withColumn("locked_until", F.expr(sql_literal(until)))
+            .withColumn("delivery_count", count))

@@ -1,0 +1,111 @@
+"""Reads that change nothing: peek (browse), lookups by sequence number, counts, frontiers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Dict, Sequence
+
+from .delta import sql_literal
+from .inbox import inbox_range, scan_inbox
+from .layout import (ACTIVE, CANCELLED, COMPLETED, DEADLETTERING, DEFERRED, FRONTIER, MSG,
+                     PID_SHIFT, SCHEDULED, key_sql, msg_key, partition_of, start_version)
+
+
+@dataclass
+class Counts:
+    active: int = 0
+    scheduled: int = 0
+    deferred: int = 0
+    locked: int = 0
+    size_in_bytes: int = 0
+
+
+def peek(store, n: int, from_seq: int, now: datetime):
+    """Up to ``n`` messages of ONE partition with sequence number >= ``from_seq``.
+
+    Returns (rows, partition) where rows are Spark Rows sorted by sequence number, without
+    changing anything. The partition is the one ``from_seq`` belongs to.
+    """
+    from pyspark.sql import functions as F
+
+    p = partition_of(from_seq) if store.partitions > 1 else 0
+    m = store.messages().where(f"pid = {p}")
+    registered = (m.where(f"kind = '{MSG}' AND state IN ('{ACTIVE}', '{DEFERRED}', "
+                          f"'{SCHEDULED}') AND seq >= {from_seq}")
+                  .orderBy("seq").limit(n).collect())
+    rows = list(registered)
+    if store.inbox_path:
+        frontier = m.where(f"kind = '{FRONTIER}'").select("seq").collect()
+        f = frontier[0].seq if frontier else -1
+        latest = store.latest_version(store.inbox_path)
+        # Past the frontier, and at or after from_seq (in this partition's range).
+        start = f if from_seq <= (p << PID_SHIFT) else max(f, from_seq - 1)
+        df, _, counts = scan_inbox(store, {p: start}, n, latest)
+        if df is not None and counts:
+            new = (df.withColumn("k", F.expr(key_sql("seq")))
+                   .withColumn("visible_at",
+                               F.coalesce("scheduled_enqueue_time", "enqueued_time"))
+                   .where(f"kind = '{MSG}'")
+                   .orderBy("seq").limit(n).collect())
+            rows += new
+    rows.sort(key=lambda r: r.seq)
+    return rows[:n], p
+
+
+def rows_by_seq(store, seqs: Sequence[int], where: str = "TRUE"):
+    pids = sorted({partition_of(s) if store.partitions > 1 else 0 for s in seqs})
+    keys = ", ".join(sql_literal(msg_key(s)) for s in seqs)
+    return (store.messages().where(f"pid IN ({', '.join(map(str, pids))}) AND k IN ({keys}) "
+                                  f"AND {where}"), pids)
+
+
+def counts(store, now: datetime) -> Counts:
+    from pyspark.sql import functions as F
+
+    now_sql = sql_literal(now)
+    result = Counts()
+    m = store.messages()
+    agg = m.where(f"kind = '{MSG}' AND state <> '{CANCELLED}'").agg(
+        F.sum(F.expr(f"CASE WHEN state = '{ACTIVE}' OR (state = '{SCHEDULED}' "
+                     f"AND visible_at <= {now_sql}) THEN 1 ELSE 0 END")).alias("active"),
+        F.sum(F.expr(f"CASE WHEN state = '{SCHEDULED}' AND visible_at > {now_sql} "
+                     f"THEN 1 ELSE 0 END")).alias("scheduled"),
+        F.sum(F.expr(f"CASE WHEN state = '{DEFERRED}' THEN 1 ELSE 0 END")).alias("deferred"),
+        F.sum(F.expr(f"CASE WHEN state NOT IN ('{DEADLETTERING}', '{COMPLETED}') "
+                     f"AND locked_until > {now_sql} THEN 1 ELSE 0 END")).alias("locked"),
+        F.sum(F.expr(f"CASE WHEN state NOT IN ('{DEADLETTERING}', '{COMPLETED}') "
+                     f"THEN size ELSE 0 END"))
+        .alias("size")).collect()[0]
+    result.active = agg.active or 0
+    result.scheduled = agg.scheduled or 0
+    result.deferred = agg.deferred or 0
+    result.locked = agg.locked or 0
+    result.size_in_bytes = agg.size or 0
+    if store.inbox_path:
+        frontiers = {r.pid: r.seq for r in m.where(f"kind = '{FRONTIER}'")
+                     .select("pid", "seq").collect()}
+        frontiers = {p: frontiers.get(p, -1) for p in range(store.partitions)}
+        latest = store.latest_version(store.inbox_path)
+        lagging = {p: f for p, f in frontiers.items() if start_version(f) <= latest}
+        if lagging:
+            lo = min(start_version(f) for f in lagging.values())
+            inbox = inbox_range(store, lagging, frontiers, lo, latest).where(
+                f"kind = '{MSG}'")
+            agg = inbox.agg(
+                F.sum(F.expr(f"CASE WHEN coalesce(scheduled_enqueue_time, enqueued_time) "
+                             f"<= {now_sql} THEN 1 ELSE 0 END")).alias("active"),
+                F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} "
+                             f"THEN 1 ELSE 0 END")).alias("scheduled"),
+                F.sum("size").alias("size")).collect()[0]
+            result.active += agg.active or 0
+            result.scheduled += agg.scheduled or 0
+            result.size_in_bytes += agg.size or 0
+    return result
+
+
+def frontiers(store) -> Dict[int, int]:
+    """Each partition's frontier (-1 where nothing was registered yet)."""
+    found = {r.pid: r.seq for r in store.messages().where(f"kind = '{FRONTIER}'")
+             .select("pid", "seq").collect()}
+    return {p: found.get(p, -1) for p in range(store.partitions)}

@@ -1,0 +1,325 @@
+"""Receive: hand out up to N messages in ONE guarded MERGE, locking (PeekLock) or removing
+(ReceiveAndDelete) them.
+
+A receive plans from one read of the ``messages`` table (per-partition frontiers and counts) and
+of the inbox change feed past each frontier, then commits one apply MERGE (:mod:`.apply`) that:
+locks free registered messages; registers new inbox rows (locking the ones handed out, keeping
+scheduled ones for later, dropping duplicates and cancelled ones); marks expired and
+over-delivered messages for the dead-letter queue or drops them; and moves each partition's
+frontier. Every clause carries its precondition (the revision read, the frontier unchanged), so
+a concurrent receive makes the MERGE retry from a fresh plan instead of double-locking.
+Receivers start at a random partition, so two of them rarely touch the same one.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Dict, List, Sequence
+
+from ..exceptions import MessageNotFoundError
+
+from .apply import (SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops, max_delivery_description,
+                    to_source)
+from .delta import merge, retry, sql_literal
+from .inbox import scan_inbox
+from .layout import (CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MAX_DELIVERY_REASON, MSG,
+                     SCHEDULED, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid,
+                     frontier_at, key_sql, pid_list, start_version)
+from .locks import Policy, conditions, expired_sql, grant, lock_token_prefix
+from .schema import ddl
+
+
+def _stats(store, policy: Policy, now: datetime):
+    from pyspark.sql import functions as F
+
+    claimable, action, _ = conditions(policy, now, dead_letter=store.dead_letter)
+    rows = (store.messages().groupBy("pid").agg(
+        F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"),
+        F.max(F.when(F.col("kind") == FRONTIER, F.col("rev"))).alias("frontier_rev"),
+        F.sum(F.when(F.expr(claimable), 1).otherwise(0)).alias("claimable"),
+        F.sum(F.when(F.expr(action), 1).otherwise(0)).alias("actions"),
+    ).collect())
+    return {r.pid: r for r in rows}
+
+
+def acquire(store, n: int, *, policy: Policy, now: datetime, delete: bool):
+    """Hand out up to ``n`` messages: lock them (PeekLock) or remove them (ReceiveAndDelete).
+
+    One MERGE per call (retried from scratch on conflict). Returns a DataFrame of the
+    handed-out rows (checkpointed: it does not change when the tables do), possibly empty,
+    and the partitions it touched.
+    """
+    return retry(lambda: _acquire_once(store, n, policy, now, delete),
+                 what=f"receive from {store.messages_path}")
+
+
+def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
+    stats = _stats(store, policy, now)
+    frontiers = {p: (stats[p].frontier if p in stats and stats[p].frontier is not None
+                     else -1) for p in range(store.partitions)}
+    claimable = {p: (stats[p].claimable if p in stats else 0) for p in range(store.partitions)}
+    actions = {p: (stats[p].actions if p in stats else 0) for p in range(store.partitions)}
+    revs = {p: stats[p].frontier_rev for p in stats if stats[p].frontier_rev is not None}
+    new_rows, hi, new_counts = None, -1, {}
+    if not store.dead_letter and n > sum(claimable.values()):
+        latest = store.latest_version(store.inbox_path)
+        have = sum(claimable.values())
+        new_rows, hi, new_counts = scan_inbox(store, frontiers, max(0, n - have), latest)
+
+    # Choose partitions: a random rotation, until the chosen ones can fill the batch.
+    start = random.randrange(store.partitions)
+    chosen: List[int] = []
+    take_old: Dict[int, int] = {}
+    take_new: Dict[int, int] = {}
+    remaining = n
+    for i in range(store.partitions):
+        p = (start + i) % store.partitions
+        old, new = claimable[p], new_counts.get(p, 0)
+        if old + new + actions[p] == 0:
+            continue
+        if remaining <= 0 and n == 0 and actions[p]:
+            pass  # a sweep (n == 0) visits every partition that needs action
+        elif remaining <= 0 and old + new > 0:
+            break
+        take_old[p] = min(old, remaining)
+        take_new[p] = min(new, remaining - take_old[p])
+        remaining -= take_old[p] + take_new[p]
+        chosen.append(p)
+    # Partitions whose frontier lags although nothing of theirs was in the versions read.
+    idle = [p for p in range(store.partitions)
+            if new_rows is not None and p not in new_counts
+            and start_version(frontiers[p]) <= hi]
+    # Advance them when they lag far (or nothing else is to do), so that a partition no
+    # sender uses does not make every receive re-read old commits.
+    idle = [p for p in idle if not chosen or hi - start_version(frontiers[p]) >= 64]
+    if idle:
+        _advance_frontiers(store, idle, hi, now)
+    if not chosen:
+        return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),))), []
+
+    prefix = lock_token_prefix()
+    plan = _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
+                 policy, now, delete, prefix)
+    plan = plan.localCheckpoint(eager=True)
+    source = plan.where("_op IS NOT NULL").drop("_out")
+    merge(store.spark, store.messages_path, source,
+          apply_clauses(chosen, now, store.dead_letter))
+    out = plan.where("_out")
+    if any(actions[p] for p in chosen) or (
+            policy.dead_letter_on_expiration and any(take_new.values())):
+        store.move_dead_letters(chosen, now)
+    return out, chosen
+
+
+def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
+          policy: Policy, now: datetime, delete: bool, prefix: str):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    claimable, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
+    lock_until = now + policy.lock_duration
+    m = store.messages().where(f"pid IN ({pid_list(chosen)})")
+    parts = []
+
+    by_pid = Window.partitionBy("pid").orderBy("seq")
+    # 1. Registered messages that are free: lock them (or delete them: ReceiveAndDelete).
+    old = (m.where(claimable).withColumn("_rn", F.row_number().over(by_pid))
+           .where(f"_rn <= {case_by_pid(take_old)}").drop("_rn"))
+    if delete:
+        old = as_ops(old, "delete", out=True)
+    else:
+        old = as_ops(grant(old, prefix, lock_until), "update", out=True)
+    parts.append(old)
+
+    # 2. Free messages that expired or reached the delivery limit: dead-letter or drop.
+    over = f"delivery_count >= {policy.max_delivery_count}"
+    act = m.where(f"{action} AND state <> '{DEADLETTERING}'").limit(10000)
+    if not store.dead_letter:
+        to_dlq = f"({over}) OR {str(policy.dead_letter_on_expiration).upper()}"
+        reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
+        desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
+                f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
+        drop = as_ops(act.where(f"NOT ({to_dlq})"), "delete")
+        mark = (act.where(to_dlq).withColumn("state", F.lit(DEADLETTERING))
+                .withColumn("dead_letter_reason", F.expr(reason))
+                .withColumn("dead_letter_error_description", F.expr(desc))
+                .withColumn("lock_token", F.lit(None).cast("string"))
+                .withColumn("locked_until", F.lit(None).cast("timestamp")))
+        parts += [drop, as_ops(mark, "update")]
+
+    # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
+    if new_rows is not None and any(take_new.get(p) for p in chosen):
+        parts += _register(store, m, new_rows, chosen, take_new, policy, now, delete, prefix,
+                           lock_until)
+    # 4. Frontiers of the chosen partitions that took new rows.
+    frontier_rows = []
+    for p in chosen:
+        if not take_new.get(p):
+            continue
+        if take_new[p] == new_counts.get(p, 0):
+            frontier_rows.append((p, frontier_at(p, hi)))
+        else:
+            frontier_rows.append((p, None))  # the last row taken, computed below
+    if frontier_rows:
+        parts.append(_frontier_rows(store, frontier_rows, revs, new_rows, take_new))
+    plan = parts[0]
+    for part in parts[1:]:
+        plan = plan.unionByName(part)
+    return plan
+
+
+def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetime,
+              delete: bool, prefix: str, lock_until: datetime):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    now_sql = sql_literal(now)
+    takes = case_by_pid({p: take_new.get(p, 0) for p in chosen})
+    rows = (new_rows.where(f"pid IN ({pid_list(chosen)})")
+            .withColumn("_rn", F.row_number().over(Window.partitionBy("pid").orderBy("seq")))
+            .where(f"_rn <= {takes}").drop("_rn", "_change_type", "_commit_timestamp",
+                                            "_commit_version", "idx")
+            .withColumn("k", F.expr(key_sql("seq")))
+            .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time")))
+    # Cancelled before registration: a tombstone waits in messages under the same key.
+    tomb = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select(
+        "pid", "k", F.col("rev").alias("_trev"))
+    rows = rows.join(tomb, ["pid", "k"], "left")
+    dup = F.lit(False)
+    dedup_parts = []
+    if policy.duplicate_detection is not None:
+        window_us = int(policy.duplicate_detection / timedelta(microseconds=1))
+        hist = m.where(f"kind = '{DEDUP}'").select(
+            "pid", "message_id", F.col("dedup_until").alias("_dedup_until"),
+            F.col("rev").alias("_drev"))
+        first = Window.partitionBy("pid", "message_id").orderBy("seq")
+        rows = (rows.join(hist, ["pid", "message_id"], "left")
+                .withColumn("_first", F.row_number().over(first) == 1))
+        dup = (F.col("message_id").isNotNull() & (
+            ~F.col("_first") | (F.col("_dedup_until").isNotNull()
+                                & (F.col("enqueued_time") < F.col("_dedup_until")))))
+        rows = rows.withColumn("_dup", dup)
+        # New history entries for the first occurrence of each id.
+        fresh = rows.where("message_id IS NOT NULL AND NOT _dup AND _trev IS NULL")
+        dedup_rows = (fresh.select(
+            "pid", F.concat(F.lit("d:"), F.col("message_id")).alias("k"),
+            F.lit(DEDUP).alias("kind"), F.coalesce("_drev", F.lit(0)).alias("rev"),
+            "seq", F.lit(None).cast("string").alias("state"),
+            F.expr(f"timestamp_micros(unix_micros(enqueued_time) + {window_us})")
+            .alias("dedup_until"), "message_id",
+            F.when(F.col("_drev").isNull(), F.lit("insert")).otherwise(F.lit("update"))
+            .alias("_op"), F.col("_drev").alias("_rev")))
+        dedup_parts.append(to_source(dedup_rows))
+    else:
+        rows = rows.withColumn("_dup", F.lit(False))
+    expired = expired_sql(policy, now, dead_letter=store.dead_letter)
+    rows = (rows.withColumn("_cancelled", F.col("_trev").isNotNull())
+            .withColumn("_expired", F.expr(expired))
+            .withColumn("_visible", F.expr(f"visible_at <= {now_sql}"))
+            .withColumn("_live", ~F.col("_dup") & ~F.col("_cancelled")
+                        & (F.col("kind") == MSG)))
+    parts = []
+    # Tombstones of cancelled messages are consumed.
+    parts.append(to_source(
+        rows.where("_cancelled").select("pid", "k", F.lit(MSG).alias("kind"),
+                                        F.col("_trev").alias("_rev"),
+                                        F.lit("delete").alias("_op"))))
+    handed = F.col("_live") & F.col("_visible") & ~F.col("_expired")
+    base = rows.withColumn("rev", F.lit(0).cast("bigint"))
+    # Handed out now.
+    if delete:
+        parts.append(to_source(base.where(handed), out=True))
+    else:
+        locked = grant(base.where(handed), prefix, lock_until, first=True).withColumn(
+            "_op", F.lit("insert"))
+        parts.append(to_source(locked, out=True))
+    # Scheduled for later: registered, invisible until its time.
+    later = (base.where(F.col("_live") & ~F.col("_visible"))
+             .withColumn("state", F.lit(SCHEDULED)).withColumn("delivery_count", F.lit(0))
+             .withColumn("_op", F.lit("insert")))
+    parts.append(to_source(later))
+    # Expired on arrival: dead-lettered (when the entity says so) or dropped.
+    if policy.dead_letter_on_expiration and not store.dead_letter:
+        dead = (base.where(F.col("_live") & F.col("_visible") & F.col("_expired"))
+                .withColumn("state", F.lit(DEADLETTERING))
+                .withColumn("delivery_count", F.lit(0))
+                .withColumn("dead_letter_reason", F.lit(TTL_EXPIRED_REASON))
+                .withColumn("dead_letter_error_description", F.lit(TTL_EXPIRED_DESCRIPTION))
+                .withColumn("_op", F.lit("insert")))
+        parts.append(to_source(dead))
+    return parts + dedup_parts
+
+
+def _frontier_rows(store, frontier_rows, revs, new_rows, take_new):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    pids = [p for p, _ in frontier_rows]
+    fixed = {p: v for p, v in frontier_rows if v is not None}
+    takes = "CASE pid " + " ".join(f"WHEN {p} THEN {take_new[p]}" for p in pids) + " END"
+    last = (new_rows.where(f"pid IN ({', '.join(map(str, pids))})")
+            .withColumn("_rn", F.row_number().over(Window.partitionBy("pid").orderBy("seq")))
+            .where(f"_rn <= {takes}").groupBy("pid").agg(F.max("seq").alias("_last")))
+    fixed_case = ("CASE pid " + " ".join(f"WHEN {p} THEN {v}" for p, v in fixed.items())
+                  + " END") if fixed else "CAST(NULL AS BIGINT)"
+    # The revisions come from the same read as the frontiers the plan started from.
+    rev_case = ("CASE pid " + " ".join(f"WHEN {p} THEN {revs[p]}" for p in pids if p in revs)
+                + " END") if any(p in revs for p in pids) else "NULL"
+    rows = (last.withColumn("_rev", F.expr(f"CAST({rev_case} AS BIGINT)"))
+            .select("pid", F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
+                    F.coalesce(F.expr(fixed_case), F.col("_last")).alias("seq"),
+                    F.coalesce(F.col("_rev"), F.lit(0)).alias("rev"), "_rev",
+                    F.when(F.col("_rev").isNull(), F.lit("insert"))
+                    .otherwise(F.lit("update")).alias("_op")))
+    return to_source(rows)
+
+
+def _advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
+    """Move idle partitions' frontiers past versions that held nothing for them."""
+    def step():
+        m = store.messages().where(f"pid IN ({', '.join(map(str, pids))}) "
+                                  f"AND kind = '{FRONTIER}'")
+        current = {r.pid: (r.seq, r.rev) for r in m.select("pid", "seq", "rev").collect()}
+        rows = []
+        for p in pids:
+            seq, rev = current.get(p, (-1, None))
+            target = frontier_at(p, hi)
+            if seq >= target:
+                continue
+            rows.append({"pid": p, "k": "f", "kind": FRONTIER, "seq": target,
+                         "rev": rev or 0, "_rev": rev,
+                         "_op": "insert" if rev is None else "update"})
+        if rows:
+            apply_rows(store, rows, pids, now)
+    retry(step, what=f"advance frontiers in {store.messages_path}")
+
+
+
+def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetime, delete: bool,
+                     what: str):
+    """SETTLE-4: lock (or, ``delete``, remove) deferred messages by sequence number, in ONE
+    commit. Returns their rows sorted by sequence number. Raises MessageNotFoundError, changing
+    nothing, when any of them is not a deferred message of this entity free to lock."""
+    def step():
+        now_sql = sql_literal(now)
+        rows, pids = store.rows_by_seq(
+            seqs, f"kind = '{MSG}' AND state = '{DEFERRED}' "
+                  f"AND (locked_until IS NULL OR locked_until <= {now_sql})")
+        if delete:
+            plan = as_ops(rows, "delete", out=True)
+        else:
+            plan = as_ops(grant(rows, lock_token_prefix(), now + policy.lock_duration,
+                                state=None), "update", out=True)
+        plan = plan.localCheckpoint(eager=True)
+        found = plan.orderBy("seq").collect()
+        missing = sorted(set(seqs) - {r.seq for r in found})
+        if missing:
+            raise MessageNotFoundError(
+                f"{what}: no deferred message with sequence number(s) {missing} is available "
+                "(not deferred, already settled, or locked by another receiver); nothing was "
+                "received")
+        apply_df(store, plan.drop("_out"), pids, now)
+        return found
+
+    return retry(step, what=what)

@@ -1,0 +1,184 @@
+"""One settle path: complete, abandon, defer, dead-letter and renew, for one message, a list of
+messages or lock tokens, or a DataFrame of lock tokens, each in ONE commit, all or nothing.
+
+A settlement needs a valid lock held by the caller (SETTLE-5): the lock check is part of the
+commit's condition (:func:`~sbdelta._store.locks.lock_held_sql`), never a read before it. When
+one lock is not held nothing is written and :class:`~sbdelta.exceptions.MessageLockLostError`
+is raised. Abandon at the delivery limit dead-letters (RECV-5); dead-lettered messages are then
+moved to the dead-letter table (:mod:`.deadletter`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Optional, Sequence
+
+from .apply import apply_df, apply_rows, max_delivery_description, to_source
+from .delta import GuardTripped, guard_error, retry, sql_literal
+from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, PID_SHIFT,
+                     key_sql, msg_key, partition_of)
+from .locks import lock_held_sql, seq_of_token_sql
+
+
+class Disposition(enum.Enum):
+    COMPLETE = "complete"
+    ABANDON = "abandon"
+    DEFER = "defer"
+    DEAD_LETTER = "dead_letter"
+    RENEW = "renew"
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What to do to each locked message: the disposition and its arguments."""
+
+    disposition: Disposition
+    max_delivery_count: int = 0          # abandon: the entity's limit (0: no limit, e.g. a DLQ)
+    locked_until: Optional[datetime] = None  # renew: the new expiry
+    reason: Optional[str] = None         # dead-letter
+    description: Optional[str] = None    # dead-letter
+
+    def columns(self) -> dict:
+        """The settle source columns every row of this settlement shares."""
+        d = self.disposition
+        if d is Disposition.COMPLETE:
+            return {"_op": "settle_delete"}
+        row = {"_op": "settle_update"}
+        if d is Disposition.ABANDON and self.max_delivery_count:
+            row.update(_abandon=True, _max_dc=self.max_delivery_count)
+        elif d is Disposition.DEFER:
+            row["state"] = DEFERRED
+        elif d is Disposition.DEAD_LETTER:
+            row.update(state=DEADLETTERING, dead_letter_reason=self.reason,
+                       dead_letter_error_description=self.description)
+        elif d is Disposition.RENEW:
+            row.update(_keep_lock=True, locked_until=self.locked_until)
+        return row
+
+    @property
+    def may_dead_letter(self) -> bool:
+        return self.disposition is Disposition.DEAD_LETTER or (
+            self.disposition is Disposition.ABANDON and bool(self.max_delivery_count))
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One message as its lock holder knows it."""
+
+    sequence_number: int
+    lock_token: str
+    application_properties: Optional[str] = None  # abandon: the modified properties (JSON)
+
+
+def _pid(store, seq: int) -> int:
+    return partition_of(seq) if store.partitions > 1 else 0
+
+
+def _lock_lost(what: str, detail: str) -> Exception:
+    return guard_error(GuardTripped("LOCK_LOST"), f"{what}: {detail}")
+
+
+def settle_messages(store, messages: Sequence[Locked], settlement: Settlement, now: datetime, *,
+                    what: str) -> None:
+    """Settle ``messages`` in ONE commit. Raises MessageLockLostError, writing nothing, when
+    any lock is not held (expired, released, settled already, or unknown)."""
+    if not messages:
+        return
+    shared = settlement.columns()
+    rows = [dict(shared, pid=_pid(store, m.sequence_number), k=msg_key(m.sequence_number),
+                 _token=m.lock_token, _guard="LOCK_LOST",
+                 application_properties=m.application_properties) for m in messages]
+    pids = {r["pid"] for r in rows}
+    try:
+        if len(rows) == 1:  # one DELETE/UPDATE: cheaper than the general MERGE
+            if not retry(lambda: _settle_one(store, rows[0], now), what=what):
+                raise GuardTripped("LOCK_LOST")
+        else:
+            retry(lambda: apply_rows(store, rows, pids, now), what=what)
+    except GuardTripped as tripped:
+        if tripped.code != "LOCK_LOST":
+            raise
+        which = ", ".join(str(m.sequence_number) for m in messages[:10])
+        raise _lock_lost(what, f"the lock on message(s) {which} is lost: it expired, was "
+                               "released, or the message was settled already. Nothing was "
+                               "changed; receive it again") from None
+    if settlement.may_dead_letter:
+        store.move_dead_letters(pids, now)
+
+
+def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: str) -> int:
+    """Settle every lock token of ``tokens`` (a DataFrame with one ``_token`` column) in ONE
+    commit; returns how many. Nulls and tokens that are not sbdelta lock tokens are not held:
+    they fail the whole settlement like any lock that is lost."""
+    from pyspark.sql import functions as F
+
+    seq = F.expr(seq_of_token_sql("_token"))
+    src = (tokens.dropDuplicates(["_token"])
+           .withColumn("seq", seq)
+           .withColumn("pid", F.expr(f"CAST(shiftright(seq, {PID_SHIFT}) AS INT)")
+                       if store.partitions > 1 else F.lit(0))
+           .withColumn("k", F.expr(key_sql("seq")))
+           .withColumn("_guard", F.lit("LOCK_LOST")))
+    for name, value in settlement.columns().items():
+        src = src.withColumn(name, F.lit(value))
+    src = to_source(src).drop("_out").localCheckpoint(eager=True)
+    stats = src.groupBy().agg(F.count(F.lit(1)).alias("n"),
+                              F.collect_set("pid").alias("pids")).collect()[0]
+    if stats.n == 0:
+        return 0
+    pids = [p for p in stats.pids if p is not None]
+    try:
+        retry(lambda: apply_df(store, src, pids or [0], now), what=what)
+    except GuardTripped as tripped:
+        if tripped.code != "LOCK_LOST":
+            raise
+        raise _lock_lost(what, f"at least one of the {stats.n} lock tokens is not held "
+                               "(expired, released, settled or unknown). Nothing was "
+                               "settled") from None
+    if settlement.may_dead_letter:
+        store.move_dead_letters(pids, now)
+    return stats.n
+
+
+def _settle_one(store, row: dict, now: datetime) -> bool:
+    """One message's settlement as ONE DELETE or UPDATE (cheaper than the apply MERGE).
+
+    Returns False, having written nothing, when the lock is not held (wrong token, expired,
+    or the message is gone).
+    """
+    lit = sql_literal
+    table = f"delta.`{store.messages_path}`"
+    where = (f"pid = {int(row['pid'])} AND k = {lit(row['k'])} AND "
+             + lock_held_sql(now, token=lit(row["_token"]), target=""))
+    if row["_op"] == "settle_delete" and not store.dead_letter:
+        statement = f"DELETE FROM {table} WHERE {where}"
+    elif row["_op"] == "settle_delete":
+        statement = (f"UPDATE {table} SET state = '{COMPLETED}', lock_token = NULL, "
+                     f"locked_until = NULL, body = NULL, rev = rev + 1 WHERE {where}")
+    else:
+        over = (f"({lit(bool(row.get('_abandon')))} "
+                f"AND delivery_count >= {int(row.get('_max_dc') or 0)})")
+        keep = bool(row.get("_keep_lock"))
+
+        def text(name):
+            return f"CAST({lit(row.get(name))} AS STRING)"
+
+        statement = (
+            f"UPDATE {table} SET "
+            f"state = CASE WHEN {over} THEN '{DEADLETTERING}' "
+            f"ELSE coalesce({text('state')}, state) END, "
+            f"dead_letter_reason = CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' "
+            f"ELSE coalesce({text('dead_letter_reason')}, dead_letter_reason) END, "
+            f"dead_letter_error_description = CASE WHEN {over} THEN "
+            f"{max_delivery_description('delivery_count')} "
+            f"ELSE coalesce({text('dead_letter_error_description')}, "
+            f"dead_letter_error_description) END, "
+            f"lock_token = {'lock_token' if keep else 'NULL'}, "
+            f"locked_until = {lit(row.get('locked_until')) if keep else 'NULL'}, "
+            f"application_properties = coalesce({text('application_properties')}, "
+            f"application_properties), rev = rev + 1 WHERE {where}")
+    result = store.spark.sql(statement).collect()
+    return bool(result) and result[0][0] == 1
+
