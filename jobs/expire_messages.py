@@ -1,6 +1,7 @@
 """Expiry sweep: dead-letter or drop expired messages and messages past their delivery limit.
 
     python -m jobs.expire_messages [--namespace DIR] [--entity NAME ...] [--dry-run]
+                                   [--batch-size N]
     spark-submit $(sbdelta spark-submit-args) jobs/expire_messages.py --namespace DIR
 
 Safe to run while senders, receivers and other sweeps are active, and idempotent. Prints the
@@ -19,12 +20,19 @@ from jobs import _common  # noqa: E402
 
 
 def main(argv=None) -> int:
+    def flags(parser):
+        parser.add_argument("--batch-size", type=int, metavar="N",
+                            help="messages per commit, repeated until none is left "
+                                 "(default: conf, else 10000)")
+
     def action(args, settings):
-        from sbdelta.maintenance import expire_messages
+        from sbdelta.maintenance import DEFAULT_SWEEP_BATCH, expire_messages
 
-        return expire_messages(args.namespace, entities=args.entities, dry_run=args.dry_run)
+        batch = args.batch_size or settings.get("batch_size") or DEFAULT_SWEEP_BATCH
+        return expire_messages(args.namespace, entities=args.entities, dry_run=args.dry_run,
+                               batch_size=batch)
 
-    return _common.run("expire_messages", __doc__, action, argv=argv)
+    return _common.run("expire_messages", __doc__, action, flags, argv=argv)
 
 
 if __name__ == "__main__":

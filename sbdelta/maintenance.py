@@ -17,10 +17,10 @@ from typing import Dict, List, Optional, Sequence
 from ._clock import Clock
 from ._entity import EntityResolver
 from ._namespace import Namespace
-from ._store import DEADLETTERING, MSG
+from ._store import DEADLETTERING, DEFAULT_SWEEP_BATCH, MSG
 from .exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 
-__all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "CompactReport",
+__all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "DEFAULT_SWEEP_BATCH", "CompactReport",
            "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS", "IdleReport",
            "EntityIdleness", "delete_idle_entities"]
 
@@ -89,17 +89,20 @@ class ExpiryReport(_Visits):
 
 def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
                     clock: Optional[Clock] = None, dry_run: bool = False,
-                    spark=None) -> ExpiryReport:
+                    batch_size: int = DEFAULT_SWEEP_BATCH, spark=None) -> ExpiryReport:
     """Dead-letter or drop expired messages and messages past their delivery limit.
 
-    Visits every queue (or only ``entities``). Handles messages the broker has taken over from
-    the inbox whose lock is free or expired: expired ones move to the dead-letter queue with
-    ``TTLExpiredException`` when the queue dead-letters on expiration, else they are dropped
-    (TTL-6); ones at ``max_delivery_count`` move with ``MaxDeliveryCountExceeded`` (RECV-5);
-    dead-letter moves a crash left half done are finished. Messages still locked are left alone
-    (TTL-5). Messages never received yet stay in the inbox until a receive reaches them, which
-    drops or dead-letters them then (TTL-4 lets them linger).
+    Visits every queue (or only ``entities``), every partition, in batches of at most
+    ``batch_size`` messages until nothing is left. Expired messages move to the dead-letter
+    queue with ``TTLExpiredException`` when the queue dead-letters on expiration, else they are
+    dropped (TTL-6), whether or not they were ever received; ones at ``max_delivery_count``
+    move with ``MaxDeliveryCountExceeded`` (RECV-5); dead-letter moves a crash left half done
+    are finished. Messages still locked are left alone (TTL-5). The report counts what was
+    committed (a dry run: what was found).
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ServiceBusInvalidOperationError(
+            f"batch_size must be an integer >= 1, got {batch_size!r}")
     started = time.monotonic()
     ns = Namespace(namespace, spark=spark, clock=clock)
     resolver = EntityResolver(ns)
@@ -107,28 +110,9 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
     report = ExpiryReport(dry_run=dry_run)
     # Resolve every name first: an unknown one fails the job before anything is changed.
     for entity in [resolver.queue(name) for name in names]:
-        store, policy = entity.store, entity.policy
-        now = ns.clock.now()
-        _, action, expired = store.conditions(policy, now)
-        over = f"delivery_count >= {policy.max_delivery_count}"
-        from pyspark.sql import functions as F
-
-        found = store.messages().where(action).agg(
-            F.sum(F.expr(f"CASE WHEN state = '{DEADLETTERING}' THEN 1 ELSE 0 END")).alias("m"),
-            F.sum(F.expr(f"CASE WHEN state <> '{DEADLETTERING}' AND {over} THEN 1 ELSE 0 END"))
-            .alias("o"),
-            F.sum(F.expr(f"CASE WHEN state <> '{DEADLETTERING}' AND NOT ({over}) "
-                         f"AND {expired} THEN 1 ELSE 0 END")).alias("e")).collect()[0]
-        result = EntityExpiry(entity.name, unfinished_moves=found.m or 0,
-                              max_delivery_dead_lettered=found.o or 0)
-        if policy.dead_letter_on_expiration:
-            result.expired_dead_lettered = found.e or 0
-        else:
-            result.expired_dropped = found.e or 0
-        if result.total and not dry_run:
-            # A zero-message acquire visits exactly the partitions that need action.
-            store.acquire(0, policy=policy, now=now, delete=False)
-        report.entities.append(result)
+        counts = entity.store.sweep(entity.policy, ns.clock.now(), batch=batch_size,
+                                    dry_run=dry_run)
+        report.entities.append(EntityExpiry(entity.name, **dataclasses.asdict(counts)))
     report.seconds = time.monotonic() - started
     return report
 

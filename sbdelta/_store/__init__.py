@@ -7,6 +7,7 @@ verb on to the module that owns it.
 """
 
 from .delta import latest_version, retry
+from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS, INBOX_NAMES,
                      MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING, PING_CONTENT_TYPE,
                      SCHEDULED, msg_key, partition_of, sequence_number)
@@ -23,4 +24,6 @@ __all__ = [
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement",
     # commits
     "latest_version", "retry",
+    # maintenance
+    "DEFAULT_SWEEP_BATCH",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from . import deadletter, inbox, reads, receive, settle
+from . import deadletter, expiry, inbox, reads, receive, settle
 from .apply import apply_df, apply_rows, as_ops
 from .delta import create_table, delta_log, latest_version, retry, sql_literal
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
@@ -115,6 +115,10 @@ class MessageStore:
         return reads.frontiers(self)
 
     # -- maintenance ---------------------------------------------------------------------------
+    def sweep(self, policy: Policy, now: datetime, *, batch: int = expiry.DEFAULT_BATCH,
+              dry_run: bool = False) -> expiry.SweepCounts:
+        return expiry.sweep(self, policy, now, batch=batch, dry_run=dry_run)
+
     def purge_inbox(self, frontiers: Dict[int, int], *, dry_run: bool = False) -> int:
         return inbox.purge_inbox(self, frontiers, dry_run=dry_run)
 

@@ -19,11 +19,11 @@ from typing import Dict, List, Sequence
 
 from ..exceptions import MessageNotFoundError
 
-from .apply import (SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops, max_delivery_description,
-                    to_source)
+from .apply import SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops, to_source
 from .delta import merge, retry, sql_literal
+from .expiry import expiry_ops
 from .inbox import scan_inbox
-from .layout import (CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MAX_DELIVERY_REASON, MSG,
+from .layout import (CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
                      SCHEDULED, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid,
                      frontier_at, key_sql, pid_list, start_version)
 from .locks import Policy, conditions, expired_sql, grant, lock_token_prefix
@@ -133,20 +133,9 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
     parts.append(old)
 
     # 2. Free messages that expired or reached the delivery limit: dead-letter or drop.
-    over = f"delivery_count >= {policy.max_delivery_count}"
-    act = m.where(f"{action} AND state <> '{DEADLETTERING}'").limit(10000)
     if not store.dead_letter:
-        to_dlq = f"({over}) OR {str(policy.dead_letter_on_expiration).upper()}"
-        reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
-        desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
-                f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
-        drop = as_ops(act.where(f"NOT ({to_dlq})"), "delete")
-        mark = (act.where(to_dlq).withColumn("state", F.lit(DEADLETTERING))
-                .withColumn("dead_letter_reason", F.expr(reason))
-                .withColumn("dead_letter_error_description", F.expr(desc))
-                .withColumn("lock_token", F.lit(None).cast("string"))
-                .withColumn("locked_until", F.lit(None).cast("timestamp")))
-        parts += [drop, as_ops(mark, "update")]
+        parts.append(expiry_ops(policy, m.where(f"{action} AND state <> '{DEADLETTERING}'")
+                                .limit(10000)))
 
     # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
     if new_rows is not None and any(take_new.get(p) for p in chosen):

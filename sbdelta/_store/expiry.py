@@ -1,0 +1,176 @@
+"""The expiry sweep of one entity: what receives would do to expired and exhausted messages,
+done in bounded batches for the whole entity, without a receive.
+
+Two kinds of messages need it:
+
+* registered messages (in ``messages``) that are free and expired (TTL-4/5/6), at their
+  delivery limit (RECV-5), or left half-way through a dead-letter move. Each batch is one
+  guarded apply MERGE (drop, or mark DEADLETTERING at the revision read) followed by the
+  crash-safe move of :mod:`.deadletter`; batches repeat until none is left, so every partition
+  is visited whatever the batch size.
+* messages never received (still only in the inbox, past their partition's frontier) that
+  expired. Registration happens in order, so they cannot simply be registered; instead each
+  gets a ``CANCELLED`` tombstone under its key, which registration honours (the row is never
+  delivered) and counts leave out. With dead-lettering on expiration the message is first
+  copied into the dead-letter table (insert-if-absent by key, so a repeated sweep copies it
+  once), then tombstoned. On entities with duplicate detection these rows are left to the
+  receive path, which checks the duplicate history as it registers them (TTL-4 lets expired
+  messages linger until then).
+
+Counts come from the rows each batch committed, so a report says what was done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .apply import apply_df, as_ops, max_delivery_description, to_source
+from .delta import merge, retry
+from .inbox import inbox_range
+from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MAX_DELIVERY_REASON, MSG,
+                     TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, key_sql, pid_list,
+                     start_version)
+from .locks import Policy, conditions, expired_sql
+
+#: Rows one sweep batch handles at most.
+DEFAULT_BATCH = 10000
+
+
+@dataclass
+class SweepCounts:
+    """What a sweep handled (or, in a dry run, found)."""
+
+    expired_dead_lettered: int = 0
+    expired_dropped: int = 0
+    max_delivery_dead_lettered: int = 0
+    unfinished_moves: int = 0
+
+    def add(self, other: "SweepCounts") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def expiry_ops(policy: Policy, action_rows):
+    """Apply-MERGE source rows for free messages that expired or reached the delivery limit:
+    dead-letter them (mark DEADLETTERING) or drop them (TTL-6, RECV-5)."""
+    from pyspark.sql import functions as F
+
+    over = f"delivery_count >= {policy.max_delivery_count}"
+    to_dlq = f"({over}) OR {str(policy.dead_letter_on_expiration).upper()}"
+    reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
+    desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
+            f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
+    drop = as_ops(action_rows.where(f"NOT ({to_dlq})"), "delete")
+    mark = (action_rows.where(to_dlq).withColumn("state", F.lit(DEADLETTERING))
+            .withColumn("dead_letter_reason", F.expr(reason))
+            .withColumn("dead_letter_error_description", F.expr(desc))
+            .withColumn("lock_token", F.lit(None).cast("string"))
+            .withColumn("locked_until", F.lit(None).cast("timestamp")))
+    return drop.unionByName(as_ops(mark, "update"))
+
+
+def sweep(store, policy: Policy, now: datetime, *, batch: int = DEFAULT_BATCH,
+          dry_run: bool = False) -> SweepCounts:
+    """Handle every expired, exhausted or half-moved message of the entity; see the module."""
+    total = SweepCounts()
+    while True:
+        done, more = retry(lambda: _registered_batch(store, policy, now, batch, dry_run),
+                           what=f"expiry sweep of {store.messages_path}")
+        total.add(done)
+        if dry_run or not more:
+            break
+    if not store.dead_letter:
+        while True:
+            done, more = retry(lambda: _inbox_batch(store, policy, now, batch, dry_run),
+                               what=f"expiry sweep of {store.inbox_path}")
+            total.add(done)
+            if dry_run or not more:
+                break
+    return total
+
+
+def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool):
+    from pyspark.sql import functions as F
+
+    _, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
+    over = "FALSE" if store.dead_letter else f"delivery_count >= {policy.max_delivery_count}"
+    m = store.messages()
+    act = m.where(f"{action} AND state <> '{DEADLETTERING}'")
+    if not dry_run:
+        act = act.orderBy("pid", "seq").limit(batch).localCheckpoint(eager=True)
+    tally = act.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.expr(f"CASE WHEN {over} THEN 1 ELSE 0 END")).alias("o"),
+        F.sum(F.expr(f"CASE WHEN NOT ({over}) AND {expired} THEN 1 ELSE 0 END")).alias("e"),
+    ).collect()[0]
+    moving = m.where(f"kind = '{MSG}' AND state = '{DEADLETTERING}'")
+    pending = {r.pid: r.n for r in moving.groupBy("pid").agg(F.count(F.lit(1)).alias("n"))
+               .collect()}
+    counts = SweepCounts(max_delivery_dead_lettered=tally.o or 0,
+                         unfinished_moves=sum(pending.values()))
+    if policy.dead_letter_on_expiration:
+        counts.expired_dead_lettered = tally.e or 0
+    else:
+        counts.expired_dropped = tally.e or 0
+    if dry_run:
+        return counts, False
+    pids = set(pending)
+    if tally.n:
+        pids |= {r.pid for r in act.select("pid").distinct().collect()}
+        apply_df(store, expiry_ops(policy, act).drop("_out"), pids, now)
+    if pids and not store.dead_letter:
+        store.move_dead_letters(pids, now)
+    return counts, tally.n >= batch
+
+
+def _inbox_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool):
+    """Expired messages never received: copy to the dead-letter table (if the entity says so),
+    then tombstone them so that registration skips them."""
+    from pyspark.sql import functions as F
+
+    if policy.duplicate_detection is not None:
+        return SweepCounts(), False  # left to registration, which checks the history
+    frontiers = store.frontiers()
+    latest = store.latest_version(store.inbox_path)
+    lagging = {p: f for p, f in frontiers.items() if start_version(f) <= latest}
+    if not lagging:
+        return SweepCounts(), False
+    lo = min(start_version(f) for f in lagging.values())
+    known = store.messages().where(f"pid IN ({pid_list(lagging)}) AND kind = '{MSG}'") \
+        .select("pid", "k")
+    rows = (inbox_range(store, lagging, frontiers, lo, latest)
+            .where(f"kind = '{MSG}' AND {expired_sql(policy, now, dead_letter=False)}")
+            .withColumn("k", F.expr(key_sql("seq")))
+            .join(known, ["pid", "k"], "left_anti"))
+    if dry_run:
+        n = rows.count()
+        dead = policy.dead_letter_on_expiration
+        return SweepCounts(expired_dead_lettered=n if dead else 0,
+                           expired_dropped=0 if dead else n), False
+    rows = (rows.orderBy("pid", "seq").limit(batch)
+            .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
+            .withColumn("rev", F.lit(0).cast("bigint"))
+            .localCheckpoint(eager=True))
+    n = rows.count()
+    if n == 0:
+        return SweepCounts(), False
+    pids = [r.pid for r in rows.select("pid").distinct().collect()]
+    if policy.dead_letter_on_expiration:
+        copy = to_source(rows.withColumn("state", F.lit(ACTIVE))
+                         .withColumn("delivery_count", F.lit(0))
+                         .withColumn("dead_letter_reason", F.lit(TTL_EXPIRED_REASON))
+                         .withColumn("dead_letter_error_description",
+                                     F.lit(TTL_EXPIRED_DESCRIPTION))).drop("_out")
+        merge(store.spark, store.dead_letter_store().messages_path, copy,
+              f"ON t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k "
+              f"WHEN NOT MATCHED THEN INSERT ({', '.join(COLUMN_NAMES)}) "
+              f"VALUES ({', '.join('s.' + c for c in COLUMN_NAMES)})")
+    tombstones = to_source(rows.select("pid", "k", "seq", "rev")
+                           .withColumn("kind", F.lit(MSG))
+                           .withColumn("state", F.lit(CANCELLED))
+                           .withColumn("_op", F.lit("insert"))).drop("_out")
+    apply_df(store, tombstones, pids, now)
+    dead = policy.dead_letter_on_expiration
+    return SweepCounts(expired_dead_lettered=n if dead else 0,
+                       expired_dropped=0 if dead else n), n >= batch
