@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 WORKLOADS = ("send", "receive", "complete", "backlog", "latency", "maintenance", "drain",
-             "contention", "memory")
+             "contention", "memory", "jobs")
 KB = 1024
 
 

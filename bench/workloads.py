@@ -452,6 +452,11 @@ class Bench:
         return rows
 
     # -- 7. contention -------------------------------------------------------------------------
+    def w_jobs(self) -> List[Row]:
+        from .jobs import run_jobs
+
+        return run_jobs(self)
+
     def w_contention(self) -> List[Row]:
         from .contention import run_contention
 

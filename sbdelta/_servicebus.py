@@ -439,7 +439,7 @@ class ServiceBusReceiver:
         while True:
             entity = self._entity()
             out, _ = self._acquire(n, entity)
-            rows = out.orderBy("seq").collect()
+            rows = sorted(out.collect(), key=lambda r: r.seq)  # no sort job: a batch is small
             if rows or time.monotonic() >= deadline:
                 return [self._to_message(r, entity) for r in rows]
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
@@ -653,9 +653,11 @@ class ServiceBusReceiver:
         from ._dataframe import is_dataframe
 
         if is_dataframe(messages):
-            if "lock_token" not in messages.columns:
+            kind = dict(messages.dtypes).get("lock_token")
+            if kind != "string":
                 raise ServiceBusInvalidOperationError(
-                    "the DataFrame needs a lock_token column (as returned by receive_dataframe)")
+                    "the DataFrame needs a lock_token column of strings (as returned by "
+                    f"receive_dataframe); it has {'none' if kind is None else kind}")
             return self._settle_tokens(
                 messages.select(messages["lock_token"].cast("string").alias("_token")),
                 action, reason, description)

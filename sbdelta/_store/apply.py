@@ -116,10 +116,11 @@ def as_ops(df, op: str, *, out: bool = False):
     return to_source(df.withColumn("_op", F.lit(op)).withColumn("_rev", F.col("rev")), out=out)
 
 
-def apply_df(store, df, pids: Iterable[int], now: datetime) -> None:
-    """One apply MERGE with ``df`` (source-shaped, without ``_out``) on the store's table."""
-    merge(store.spark, store.messages_path, df,
-          apply_clauses(list(pids), now, store.dead_letter))
+def apply_df(store, df, pids: Iterable[int], now: datetime):
+    """One apply MERGE with ``df`` (source-shaped, without ``_out``) on the store's table;
+    returns Delta's metrics row (``num_affected_rows``...)."""
+    return merge(store.spark, store.messages_path, df,
+                 apply_clauses(list(pids), now, store.dead_letter))
 
 
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:

@@ -39,6 +39,8 @@ def _stats(store, policy: Policy, now: datetime):
         F.max(F.when(F.col("kind") == FRONTIER, F.col("rev"))).alias("frontier_rev"),
         F.sum(F.when(F.expr(claimable), 1).otherwise(0)).alias("claimable"),
         F.sum(F.when(F.expr(action), 1).otherwise(0)).alias("actions"),
+        F.sum(F.when(F.expr(f"kind = '{MSG}' AND state = '{CANCELLED}'"), 1).otherwise(0))
+        .alias("tombstones"),
     ).collect())
     return {r.pid: r for r in rows}
 
@@ -61,6 +63,7 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
     claimable = {p: (stats[p].claimable if p in stats else 0) for p in range(store.partitions)}
     actions = {p: (stats[p].actions if p in stats else 0) for p in range(store.partitions)}
     revs = {p: stats[p].frontier_rev for p in stats if stats[p].frontier_rev is not None}
+    tombstones = {p for p in stats if stats[p].tombstones}
     new_rows, hi, new_counts = None, -1, {}
     if not store.dead_letter and n > sum(claimable.values()):
         latest = store.latest_version(store.inbox_path)
@@ -100,7 +103,8 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
 
     prefix = lock_token_prefix()
     plan = _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
-                 policy, now, delete, prefix)
+                 policy, now, delete, prefix, any(actions[p] for p in chosen),
+                 tombstones.intersection(chosen))
     plan = plan.localCheckpoint(eager=True)
     source = plan.where("_op IS NOT NULL").drop("_out")
     merge(store.spark, store.messages_path, source,
@@ -113,7 +117,14 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
 
 
 def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
-          policy: Policy, now: datetime, delete: bool, prefix: str):
+          policy: Policy, now: datetime, delete: bool, prefix: str, act: bool, tombstones):
+    """The apply-MERGE source of one receive, with ``_out`` marking what is handed out.
+
+    Parts that the per-partition stats show to be empty are left out of the plan (``act``:
+    some chosen partition has messages needing action; ``tombstones``: the chosen partitions
+    holding cancellation tombstones). A change between the stats and the commit conflicts
+    with the MERGE (it reads every chosen partition), so the plan is then redone.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -124,23 +135,23 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
 
     by_pid = Window.partitionBy("pid").orderBy("seq")
     # 1. Registered messages that are free: lock them (or delete them: ReceiveAndDelete).
-    old = (m.where(claimable).withColumn("_rn", F.row_number().over(by_pid))
-           .where(f"_rn <= {case_by_pid(take_old)}").drop("_rn"))
-    if delete:
-        old = as_ops(old, "delete", out=True)
-    else:
-        old = as_ops(grant(old, prefix, lock_until), "update", out=True)
-    parts.append(old)
+    if any(take_old.values()):
+        old = (m.where(claimable).withColumn("_rn", F.row_number().over(by_pid))
+               .where(f"_rn <= {case_by_pid(take_old)}").drop("_rn"))
+        if delete:
+            parts.append(as_ops(old, "delete", out=True))
+        else:
+            parts.append(as_ops(grant(old, prefix, lock_until), "update", out=True))
 
     # 2. Free messages that expired or reached the delivery limit: dead-letter or drop.
-    if not store.dead_letter:
+    if act and not store.dead_letter:
         parts.append(expiry_ops(policy, m.where(f"{action} AND state <> '{DEADLETTERING}'")
                                 .limit(10000)))
 
     # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
     if new_rows is not None and any(take_new.get(p) for p in chosen):
         parts += _register(store, m, new_rows, chosen, take_new, policy, now, delete, prefix,
-                           lock_until)
+                           lock_until, tombstones)
     # 4. Frontiers of the chosen partitions that took new rows.
     frontier_rows = []
     for p in chosen:
@@ -152,6 +163,8 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
             frontier_rows.append((p, None))  # the last row taken, computed below
     if frontier_rows:
         parts.append(_frontier_rows(store, frontier_rows, revs, new_rows, take_new))
+    if not parts:
+        return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),)))
     plan = parts[0]
     for part in parts[1:]:
         plan = plan.unionByName(part)
@@ -159,7 +172,7 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
 
 
 def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetime,
-              delete: bool, prefix: str, lock_until: datetime):
+              delete: bool, prefix: str, lock_until: datetime, tombstones):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -171,10 +184,13 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
                                             "_commit_version", "idx")
             .withColumn("k", F.expr(key_sql("seq")))
             .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time")))
-    # Cancelled before registration: a tombstone waits in messages under the same key.
-    tomb = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select(
-        "pid", "k", F.col("rev").alias("_trev"))
-    rows = rows.join(tomb, ["pid", "k"], "left")
+    # Cancelled (or swept) before registration: a tombstone waits under the same key.
+    if tombstones:
+        tomb = m.where(f"pid IN ({pid_list(tombstones)}) AND kind = '{MSG}' "
+                       f"AND state = '{CANCELLED}'").select("pid", "k", F.col("rev").alias("_trev"))
+        rows = rows.join(tomb, ["pid", "k"], "left")
+    else:
+        rows = rows.withColumn("_trev", F.lit(None).cast("bigint"))
     dup = F.lit(False)
     dedup_parts = []
     if policy.duplicate_detection is not None:
@@ -209,11 +225,11 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
             .withColumn("_live", ~F.col("_dup") & ~F.col("_cancelled")
                         & (F.col("kind") == MSG)))
     parts = []
-    # Tombstones of cancelled messages are consumed.
-    parts.append(to_source(
-        rows.where("_cancelled").select("pid", "k", F.lit(MSG).alias("kind"),
-                                        F.col("_trev").alias("_rev"),
-                                        F.lit("delete").alias("_op"))))
+    if tombstones:  # tombstones of cancelled messages are consumed
+        parts.append(to_source(
+            rows.where("_cancelled").select("pid", "k", F.lit(MSG).alias("kind"),
+                                            F.col("_trev").alias("_rev"),
+                                            F.lit("delete").alias("_op"))))
     handed = F.col("_live") & F.col("_visible") & ~F.col("_expired")
     base = rows.withColumn("rev", F.lit(0).cast("bigint"))
     # Handed out now.
@@ -241,27 +257,35 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
 
 
 def _frontier_rows(store, frontier_rows, revs, new_rows, take_new):
+    """Frontier rows: literal where a partition took all it read, else the last row taken
+    (from the inbox rows read). ``_rev`` comes from the same read as the frontiers the plan
+    started from, so a concurrent registration trips the guard."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    pids = [p for p, _ in frontier_rows]
     fixed = {p: v for p, v in frontier_rows if v is not None}
-    takes = "CASE pid " + " ".join(f"WHEN {p} THEN {take_new[p]}" for p in pids) + " END"
-    last = (new_rows.where(f"pid IN ({', '.join(map(str, pids))})")
+    partial = [p for p, v in frontier_rows if v is None]
+    parts = []
+    if fixed:
+        values = ", ".join(f"({int(p)}, CAST({int(v)} AS BIGINT), "
+                           f"CAST({sql_literal(revs.get(p))} AS BIGINT))"
+                           for p, v in fixed.items())
+        parts.append(store.spark.sql(f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev)"))
+    if partial:
+        takes = case_by_pid({p: take_new[p] for p in partial})
+        known = {p: revs[p] for p in partial if p in revs}
+        revs_sql = case_by_pid(known, default="NULL") if known else "NULL"
+        parts.append(
+            new_rows.where(f"pid IN ({pid_list(partial)})")
             .withColumn("_rn", F.row_number().over(Window.partitionBy("pid").orderBy("seq")))
-            .where(f"_rn <= {takes}").groupBy("pid").agg(F.max("seq").alias("_last")))
-    fixed_case = ("CASE pid " + " ".join(f"WHEN {p} THEN {v}" for p, v in fixed.items())
-                  + " END") if fixed else "CAST(NULL AS BIGINT)"
-    # The revisions come from the same read as the frontiers the plan started from.
-    rev_case = ("CASE pid " + " ".join(f"WHEN {p} THEN {revs[p]}" for p in pids if p in revs)
-                + " END") if any(p in revs for p in pids) else "NULL"
-    rows = (last.withColumn("_rev", F.expr(f"CAST({rev_case} AS BIGINT)"))
-            .select("pid", F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
-                    F.coalesce(F.expr(fixed_case), F.col("_last")).alias("seq"),
-                    F.coalesce(F.col("_rev"), F.lit(0)).alias("rev"), "_rev",
-                    F.when(F.col("_rev").isNull(), F.lit("insert"))
-                    .otherwise(F.lit("update")).alias("_op")))
-    return to_source(rows)
+            .where(f"_rn <= {takes}").groupBy("pid").agg(F.max("seq").alias("seq"))
+            .withColumn("_rev", F.expr(f"CAST({revs_sql} AS BIGINT)")))
+    rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return to_source(rows.select(
+        "pid", "seq", "_rev", F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
+        F.coalesce(F.col("_rev"), F.lit(0)).alias("rev"),
+        F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update"))
+        .alias("_op")))
 
 
 def _advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:

@@ -123,23 +123,21 @@ def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: 
            .withColumn("_guard", F.lit("LOCK_LOST")))
     for name, value in settlement.columns().items():
         src = src.withColumn(name, F.lit(value))
-    src = to_source(src).drop("_out").localCheckpoint(eager=True)
-    stats = src.groupBy().agg(F.count(F.lit(1)).alias("n"),
-                              F.collect_set("pid").alias("pids")).collect()[0]
-    if stats.n == 0:
-        return 0
-    pids = [p for p in stats.pids if p is not None]
+    src = to_source(src).drop("_out")
+    # The partitions touched, as literals for the MERGE (Delta narrows conflicts by them). A
+    # source that is not deterministic is materialized by Delta's MERGE itself.
+    pids = sorted(r.pid for r in src.select("pid").distinct().collect() if r.pid is not None)
     try:
-        retry(lambda: apply_df(store, src, pids or [0], now), what=what)
+        metrics = retry(lambda: apply_df(store, src, pids or [0], now), what=what)
     except GuardTripped as tripped:
         if tripped.code != "LOCK_LOST":
             raise
-        raise _lock_lost(what, f"at least one of the {stats.n} lock tokens is not held "
-                               "(expired, released, settled or unknown). Nothing was "
-                               "settled") from None
-    if settlement.may_dead_letter:
+        raise _lock_lost(what, "at least one of the lock tokens is not held (expired, "
+                               "released, settled or unknown). Nothing was settled") from None
+    settled = int(metrics["num_affected_rows"]) if metrics is not None else 0
+    if settled and settlement.may_dead_letter:
         store.move_dead_letters(pids, now)
-    return stats.n
+    return settled
 
 
 def _settle_one(store, row: dict, now: datetime) -> bool:
