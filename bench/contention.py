@@ -16,8 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import List
 
-from .harness import ROOT, Row
-from .workloads import KB, body_bytes
+from .measure import KB, ROOT, Row, body_bytes
 
 
 def _read(path: Path) -> List[dict]:

@@ -14,201 +14,21 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import tempfile
-import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
+from .measure import MODES, ROOT, Row, Timer
+
 RESULTS = ROOT / "bench" / "results"
 WORKLOADS = ("send", "receive", "complete", "backlog", "latency", "maintenance", "drain",
              "contention", "memory", "jobs")
-KB = 1024
 
 
-@dataclass
-class Sizes:
-    """Every size a mode uses (messages unless said otherwise)."""
-
-    reps: int
-    send: Sequence[int]                       # send_dataframe / raw append, one commit each
-    send_64k: Sequence[int]                   # the same with 64 KB bodies
-    send_messages: Sequence[Tuple[int, int]]  # (messages, per send_messages call)
-    receive: Sequence[int]                    # receive_dataframe and complete_messages sizes
-    backlog: Sequence[int]                    # queue depths for workload 4
-    backlog_receive: int                      # messages per receive in workload 4
-    backlog_chunk: int                        # messages per send commit when filling
-    latency_reps: int
-    drain: int
-    drain_chunk: int                          # messages per send commit in the drain
-    drain_batch: int                          # messages per receive/complete in the drain
-    drain_reps: int
-    contention_seconds: float
-    contention_prefill: int
-    contention_batch: int
-    rabbit_prefetch: int = 1000
-    maintenance_rounds: int = 20              # send/complete rounds before the compact job
-    maintenance_batch: int = 200              # messages per round
-    skip: Sequence[str] = ()                  # workloads left out unless named in --only
-
-
-MODES: Dict[str, Sizes] = {
-    # tiny: a smoke run (tests/test_bench_smoke.py); one repetition, figures mean nothing.
-    "tiny": Sizes(reps=1, send=[100], send_64k=[], send_messages=[(100, 100)],
-                  receive=[50], backlog=[100, 300], backlog_receive=20, backlog_chunk=100,
-                  latency_reps=2, drain=100, drain_chunk=100, drain_batch=100, drain_reps=1,
-                  contention_seconds=3, contention_prefill=100, contention_batch=10,
-                  maintenance_rounds=2, maintenance_batch=10),
-    "quick": Sizes(reps=3, send=[1000, 10000], send_64k=[1000],
-                   send_messages=[(2000, 1000), (10000, 5000)],
-                   receive=[100, 1000], backlog=[10000, 50000], backlog_receive=1000,
-                   backlog_chunk=10000, latency_reps=5, drain=10000, drain_chunk=10000,
-                   drain_batch=5000, drain_reps=3, contention_seconds=15,
-                   contention_prefill=3000, contention_batch=200, maintenance_batch=50,
-                   # issue 4's 20-round maintenance benchmark alone takes ~8.5 minutes here:
-                   # quick mode runs it only when asked (--only maintenance).
-                   skip=("maintenance",)),
-    "full": Sizes(reps=3, send=[10000, 100000, 1000000], send_64k=[10000],
-                  send_messages=[(10000, 1000), (100000, 10000), (1000000, 10000)],
-                  receive=[1000, 10000, 100000], backlog=[10000, 100000, 1000000],
-                  backlog_receive=1000, backlog_chunk=10000, latency_reps=30, drain=1000000,
-                  drain_chunk=100000, drain_batch=100000, drain_reps=3,
-                  contention_seconds=120, contention_prefill=20000, contention_batch=500),
-}
-
-
-# -- figures ------------------------------------------------------------------------------------
-def median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
-
-
-def p95(values: Sequence[float]) -> float:
-    """Nearest-rank 95th percentile."""
-    ordered = sorted(values)
-    return float(ordered[max(0, -(-95 * len(ordered) // 100) - 1)])
-
-
-@dataclass
-class Row:
-    """One line of the table: an sbdelta figure next to its baseline."""
-
-    workload: str
-    case: str
-    unit: str                       # "msgs/s", "s", "MB", "conflicts/receive", ...
-    higher_is_better: bool
-    sbdelta: Optional[float]
-    baseline: Optional[float] = None
-    baseline_name: str = ""
-    baseline_note: str = ""         # "not available: ..." when the baseline could not run
-    samples: Dict[str, List[float]] = field(default_factory=dict)
-    params: Dict[str, object] = field(default_factory=dict)
-
-    @property
-    def ratio(self) -> Optional[float]:
-        if self.sbdelta is None or not self.baseline:
-            return None
-        return self.sbdelta / self.baseline
-
-    @property
-    def slower(self) -> Optional[float]:
-        r = self.ratio
-        if r is None or r == 0:
-            return None
-        return 1 / r if self.higher_is_better else r
-
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["ratio"] = self.ratio
-        out["slower"] = self.slower
-        return out
-
-
-def throughput_row(workload: str, case: str, n: int, sb_seconds: Sequence[float],
-                   base_seconds: Optional[Sequence[float]], baseline_name: str,
-                   **params) -> Row:
-    """msgs/s from per-repetition durations: n / median duration."""
-    row = Row(workload, case, "msgs/s", True, n / median(sb_seconds),
-              baseline_name=baseline_name, params=dict(params, messages=n),
-              samples={"sbdelta_seconds": list(sb_seconds)})
-    if base_seconds:
-        row.baseline = n / median(base_seconds)
-        row.samples["baseline_seconds"] = list(base_seconds)
-    return row
-
-
-class Timer:
-    def __enter__(self):
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.seconds = time.perf_counter() - self.start
-
-
-class PeakRss:
-    """Samples the resident memory of this process and its children (the driver JVM)."""
-
-    def __init__(self, pid: Optional[int] = None, interval: float = 0.2) -> None:
-        self.pid = pid or os.getpid()
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss(self.pid))
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, tree_rss(self.pid))
-
-    @property
-    def mb(self) -> float:
-        return self.peak / (1 << 20)
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> List[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [int(c) for c in handle.read().split()]
-    except OSError:
-        return []
-
-
-def tree_rss(pid: int) -> int:
-    """RSS in bytes of ``pid`` and all its descendants (Linux /proc)."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        total += _rss(p)
-        todo += _children(p)
-    return total
-
-
-# -- machine -----------------------------------------------------------------------------------
 def _command_output(*args: str) -> str:
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=60)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, List
 
-from .harness import Row
+from .measure import Row
 
 SIZE = 1000  # messages per batch operation
 

@@ -118,14 +118,14 @@ class RabbitServer:
             subprocess.run(["epmd", "-kill"], capture_output=True)
 
     def broker_rss_mb(self) -> float:
-        from .harness import tree_rss
+        from .measure import tree_rss
 
         return tree_rss(self.proc.pid) / (1 << 20) if self.proc else 0.0
 
     # -- workloads -----------------------------------------------------------------------------
     def drain(self, out: dict, d: int, bodies: List[bytes], prefetch: int) -> None:
         """Publish ``d`` messages with confirms, then consume and ack them all."""
-        from .harness import PeakRss, Timer
+        from .measure import PeakRss, Timer
 
         with fresh_queue(self.port) as ch:
             with PeakRss(self.proc.pid) as broker, PeakRss() as client:
@@ -268,7 +268,7 @@ def _contention_worker(role: str, port: int, go: float, seconds: float, batch: i
     """One process of the contention baseline: publish batches, or consume and ack."""
     import pika
 
-    from .workloads import body_bytes
+    from .measure import body_bytes
 
     conn = connect(port)
     ch = conn.channel()

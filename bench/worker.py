@@ -29,7 +29,7 @@ def main(argv):
     from sbdelta._store.delta import retry_counts
     from sbdelta.exceptions import MessageLockLostError
 
-    from .workloads import KB, body_bytes
+    from .measure import KB, body_bytes
 
     client = ServiceBusClient(namespace)
     with open(log_path, "a") as log:

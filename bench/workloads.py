@@ -6,28 +6,15 @@ time is the system clock (locks of 5 minutes, so a slow batch never loses its lo
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .harness import KB, PeakRss, Row, Sizes, Timer, median, p95, throughput_row
+from .measure import KB, PeakRss, Row, Sizes, Timer, body_bytes, body_sql, median, p95, throughput_row
 
 LOCK = timedelta(minutes=5)
 DELTA_APPEND = "raw Delta append"
-
-
-def body_sql(size: int) -> str:
-    """SQL for a deterministic body of ``size`` bytes: the row's SHA-512 hex, repeated."""
-    return (f"cast(substring(repeat(sha2(cast(id as string), 512), {-(-size // 128)}), 1, "
-            f"{size}) as binary)")
-
-
-def body_bytes(i: int, size: int) -> bytes:
-    """The same body as :func:`body_sql` for row ``i``, built in Python."""
-    digest = hashlib.sha512(str(i).encode()).hexdigest()
-    return (digest * -(-size // 128))[:size].encode()
 
 
 class Bench:

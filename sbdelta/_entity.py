@@ -17,7 +17,7 @@ from ._namespace import Namespace
 from ._store import latest_version
 from ._store import MessageStore, Policy
 from .exceptions import MessagingEntityDisabledError, MessagingEntityNotFoundError
-from .management._properties import EntityStatus, QueueProperties
+from ._properties import EntityStatus, QueueProperties
 
 PARTITION_COUNT = 16
 

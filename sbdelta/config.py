@@ -30,7 +30,7 @@ from sbdelta.exceptions import (
     InvalidPropertyError,
     ServiceBusError,
 )
-from sbdelta.management._properties import (
+from sbdelta._properties import (
     CorrelationRuleFilter,
     FalseRuleFilter,
     QueueProperties,

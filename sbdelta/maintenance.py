@@ -287,7 +287,7 @@ def delete_idle_entities(namespace: str, *, entities: Optional[Sequence[str]] = 
     """
     from ._activity import last_activity
     from .management import ServiceBusAdministrationClient
-    from .management._properties import (QueueProperties, SubscriptionProperties,
+    from ._properties import (QueueProperties, SubscriptionProperties,
                                          TopicProperties)
 
     started = time.monotonic()

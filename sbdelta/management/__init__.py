@@ -2,7 +2,7 @@
 
 from ._apply import ApplyReport
 from ._client import QueueRuntimeProperties, ServiceBusAdministrationClient
-from ._properties import (CorrelationRuleFilter, EntityStatus, FalseRuleFilter, QueueProperties,
+from .._properties import (CorrelationRuleFilter, EntityStatus, FalseRuleFilter, QueueProperties,
                           RuleProperties, SqlRuleAction, SqlRuleFilter, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter)
 

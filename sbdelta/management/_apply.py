@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ..exceptions import MessagingEntityNotFoundError
-from ._properties import check_update
+from .._properties import check_update
 
 __all__ = ["ApplyReport", "apply_config"]
 

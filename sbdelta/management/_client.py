@@ -14,7 +14,7 @@ from .._store.delta import GuardTripped
 from .._store.registry import RegistryRow
 from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
                           MessagingEntityNotFoundError)
-from ._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
+from .._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter, check_update)
 
 __all__ = ["ServiceBusAdministrationClient", "QueueRuntimeProperties"]

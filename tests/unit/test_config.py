@@ -16,7 +16,7 @@ from sbdelta.config import (
     loads_config,
 )
 from sbdelta.exceptions import ConfigurationError, InvalidEntityNameError, InvalidPropertyError
-from sbdelta.management._properties import (
+from sbdelta._properties import (
     CorrelationRuleFilter,
     EntityStatus,
     FalseRuleFilter,

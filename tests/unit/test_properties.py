@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbdelta.exceptions import ImmutablePropertyError, InvalidEntityNameError, InvalidPropertyError
-from sbdelta.management._properties import (
+from sbdelta._properties import (
     CorrelationRuleFilter,
     EntityStatus,
     FalseRuleFilter,
