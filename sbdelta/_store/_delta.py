@@ -26,7 +26,10 @@ log = logging.getLogger("sbdelta")
 T = TypeVar("T")
 
 GUARD_PREFIX = "SBDELTA_GUARD:"
-_GUARD_RE = re.compile(GUARD_PREFIX + r"([A-Za-z_]+)")
+# The marker as a failed job reports it ("RuntimeException: SBDELTA_GUARD:CODE"), not as the
+# plan or SQL text of an analysis error quotes it ("raise_error(SBDELTA_GUARD:CODE, ...)"):
+# a query that never ran tripped no guard.
+_GUARD_RE = re.compile(r"(?<![('\"\w])" + GUARD_PREFIX + r"([A-Za-z_]+)")
 
 # Delta's Python conflict classes share no usable base class; the Java names cover errors that
 # arrive unconverted (for example wrapped in a Py4JJavaError from a JVM call).
