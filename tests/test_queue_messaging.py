@@ -4,7 +4,6 @@ Each test names the rule of ../shared/SEMANTICS.md it proves. Time is a ManualCl
 it instead of sleeping through lock durations or TTLs.
 """
 
-import itertools
 from datetime import timedelta
 
 import pytest
@@ -18,23 +17,12 @@ from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, Mes
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from sbdelta.management import EntityStatus
 
-from .conftest import START  # the clock, admin and client fixtures are in conftest.py
-_names = itertools.count()
+from .conftest import START  # the clock, admin, client and queue fixtures are in conftest.py
 
 
 @pytest.fixture(scope="module")
 def ns(spark, tmp_path_factory):
     return str(tmp_path_factory.mktemp("messaging") / "ns")
-
-
-@pytest.fixture
-def queue(admin):
-    """A fresh queue factory: queue(**properties) -> name."""
-    def make(**props):
-        name = f"q{next(_names)}"
-        admin.create_queue(name, **props)
-        return name
-    return make
 
 
 def bodies(messages):
