@@ -152,6 +152,30 @@ def delta_log(spark, path: str):
         spark._jsparkSession, path)
 
 
+def find_commit(log, token: str, after: int) -> Optional[Tuple[int, int]]:
+    """(version, rows written) of the commit after version ``after`` whose ``userMetadata`` is
+    ``token``, read from the log's commit files (no Spark job); None when there is none (Delta
+    records no commit for a write of no rows)."""
+    changes = log.getChanges(after + 1, False)
+    while changes.hasNext():
+        entry = changes.next()
+        actions = entry._2()
+        for i in range(actions.size()):
+            info = actions.apply(i)
+            if info.getClass().getSimpleName() != "CommitInfo":
+                continue
+            meta = info.userMetadata()
+            if meta.isDefined() and meta.get() == token:
+                metrics = info.operationMetrics()
+                rows = metrics.get().get("numOutputRows") if metrics.isDefined() else None
+                if rows is None or not rows.isDefined():
+                    raise RuntimeError(
+                        f"commit {entry._1()} records no numOutputRows: sbdelta counts sent "
+                        "messages from it; keep spark.databricks.delta.history.metricsEnabled on")
+                return int(entry._1()), int(rows.get())
+    return None
+
+
 def _snapshot(spark, path: str):
     """(DeltaLog, its latest snapshot): a listing of the log, no Spark job."""
     log_ = delta_log(spark, path)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ._delta import (create_table, delta_log, latest_version, merge, remove_files_quietly, retry,
-                     sql_literal)
+from ._delta import (create_table, delta_log, find_commit, latest_version, merge,
+                     remove_files_quietly, retry, sql_literal)
 from .schema import ddl, tblproperties
 
 PID_SHIFT = 48
@@ -297,15 +297,17 @@ class MessageStore:
         return self.spark.read.format("delta").load(self.messages_path)
 
     # -- send ----------------------------------------------------------------------------------
-    def append(self, df, *, need_version: bool = False) -> Optional[int]:
-        """Append inbox rows in one commit; returns its version when asked (for sequence numbers)."""
-        token = uuid.uuid4().hex
-        before = self.latest_version(self.inbox_path) if need_version else 0
-        (df.write.format("delta").mode("append").option("userMetadata", f"sbdelta:{token}")
-         .save(self.inbox_path))
-        if need_version:
-            return self.commit_version_of(self.inbox_path, f"sbdelta:{token}", before)
-        return None
+    def append(self, df) -> Optional[Tuple[int, int]]:
+        """Append inbox rows in one commit; returns its (version, rows written), read from the
+        Delta log, or None when ``df`` had no rows (then nothing was committed).
+
+        Appends only to the existing inbox: DataFrameWriterV2's ``append`` refuses a missing
+        table, where ``df.write.mode("append")`` would create one in a deleted queue's folder.
+        """
+        token = f"sbdelta:{uuid.uuid4().hex}"
+        before = self.latest_version(self.inbox_path)
+        df.writeTo(f"delta.`{self.inbox_path}`").option("userMetadata", token).append()
+        return find_commit(self._delta_log(self.inbox_path), token, before)
 
     # -- shared SQL ----------------------------------------------------------------------------
     def _expired_sql(self, policy: Policy, now_sql: str, prefix: str = "") -> str:
