@@ -164,22 +164,6 @@ def _check_properties(props: object) -> Optional[Dict[str, Any]]:
     return out
 
 
-def _property_size(key: str, value: object) -> int:
-    value = _check_property_value(key, value)
-    size = len(key.encode("utf-8"))
-    if value is None:
-        return size
-    if isinstance(value, bool):
-        return size + 1
-    if isinstance(value, (int, float, datetime)):
-        return size + 8
-    if isinstance(value, str):
-        return size + len(value.encode("utf-8"))
-    if isinstance(value, bytes):
-        return size + len(value)
-    return size + 16  # uuid.UUID
-
-
 def _check_string(field: str, value: object) -> Optional[str]:
     if value is None:
         return None
@@ -369,18 +353,13 @@ class ServiceBusMessage:
     def size_in_bytes(self) -> int:
         """The size checked against the entity's ``max_message_size_in_kilobytes`` (SEND-5).
 
-        The body's length, plus for each application property the UTF-8 length of its key and
-        its value's length (UTF-8 for str, raw for bytes, 8 for int, float and datetime, 1 for
-        bool, 16 for UUID, 0 for None), plus the UTF-8 length of every set system string field.
+        Body + application properties (their stored JSON text) + every set system string
+        property + a fixed header allowance: the one rule of :mod:`sbdelta._store.codec`, which
+        ``send_messages``, ``send_dataframe`` and batches all apply.
         """
-        size = len(self._body)
-        for key, value in (self._application_properties or {}).items():
-            size += _property_size(key, value)
-        for field in SYSTEM_STRING_FIELDS:
-            value = getattr(self, "_" + field)
-            if value is not None:
-                size += len(value.encode("utf-8"))
-        return size
+        from ._store.codec import size_of  # lazily: the codec builds rows from this module
+
+        return size_of(self)
 
     def __str__(self) -> str:
         try:

@@ -11,7 +11,7 @@ import random
 import time
 import zlib
 from datetime import datetime, timedelta
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._clock import Clock, from_spark, utc
 from ._entity import Entity, EntityResolver
@@ -20,17 +20,16 @@ from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMess
                        decode_properties, encode_properties, to_message_list)
 from ._activity import ActivityTracker
 from ._namespace import Namespace
-from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, INBOX_COLUMNS,
-                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING, PING_CONTENT_TYPE,
-                     SCHEDULED, Disposition, Locked, MessageStore, Settlement, seq_of_token,
+from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, INBOX_COLUMNS, PID_SHIFT, SCHEDULED,
+                     Disposition, Locked, MessageStore, Settlement, seq_of_token,
                      sequence_number)
+from ._store.codec import inbox_rows, send_error
+from ._store.delta import GuardTripped, run_guarded
 from ._store.schema import ddl
 from .exceptions import (MessageAlreadySettled, MessageLockLostError,
-                         MessageSizeExceededError, ServiceBusInvalidOperationError)
+                         MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 
 __all__ = ["ServiceBusClient", "ServiceBusSender", "ServiceBusReceiver"]
-
-_INBOX_NAMES = [name for name, _ in INBOX_COLUMNS]
 
 
 def _positive_int(value: Any, name: str) -> int:
@@ -184,59 +183,49 @@ class ServiceBusSender:
             return next(self._round_robin) % partitions
         return zlib.crc32(key.encode("utf-8")) % partitions
 
-    def _rows(self, messages: List[ServiceBusMessage], entity: Entity, now: datetime,
-              schedule: Optional[datetime] = None):
-        limit = entity.max_message_size
-        cap = entity.ttl_cap
-        counters: Dict[int, int] = {}
-        rows, pids = [], []
-        for position, message in enumerate(messages):
-            size = message.size_in_bytes
-            if size > limit:
-                raise MessageSizeExceededError(
-                    f"message {position} is {size} bytes; queue '{entity.name}' accepts at most "
-                    f"{limit} bytes (max_message_size_in_kilobytes="
-                    f"{entity.properties.max_message_size_in_kilobytes}, body plus properties). "
-                    "Nothing was sent")
-            scheduled = schedule or message.scheduled_enqueue_time_utc
-            scheduled = utc(scheduled) if scheduled is not None else None
-            enqueued = scheduled if scheduled is not None and scheduled > now else now
-            ttl = message.time_to_live
-            if ttl is not None and cap is not None:
-                ttl = min(ttl, cap)  # TTL-3
-            expires = enqueued + ttl if ttl is not None else None  # TTL-1/2/7
-            pid = self._partition(message, entity)
-            idx = counters.get(pid, 0)
-            if idx >= MAX_ROWS_PER_PARTITION_PER_COMMIT:
-                raise ServiceBusInvalidOperationError(
-                    f"at most {MAX_ROWS_PER_PARTITION_PER_COMMIT} messages per partition fit in "
-                    "one send; split the batch")
-            counters[pid] = idx + 1
-            pids.append(pid)
-            kind = PING if message.content_type == PING_CONTENT_TYPE else MSG
-            rows.append((pid, idx, kind, message.message_id, bytearray(message.body),
-                         encode_properties(message.application_properties), message.session_id,
-                         message.partition_key, message.content_type, message.correlation_id,
-                         message.subject, message.to, message.reply_to,
-                         message.reply_to_session_id,
-                         None if ttl is None else int(ttl / timedelta(milliseconds=1)),
-                         enqueued, scheduled if scheduled is not None and scheduled > now else None,
-                         expires, size))
-        return rows
-
     def _write(self, messages: List[ServiceBusMessage], *, schedule: Optional[datetime] = None,
                need_seqs: bool = False) -> List[int]:
         entity = self._entity()
         if not messages:
             return []
-        now = self._client._ns.clock.now()
-        rows = self._rows(messages, entity, now, schedule)
-        spark = self._client.spark
-        df = spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
-        version = entity.store.append(df, need_version=need_seqs)
+        rows = inbox_rows(messages, now=self._client._ns.clock.now(), schedule=schedule,
+                          ttl_cap=entity.ttl_cap, limit=entity.max_message_size,
+                          entity=f"queue '{entity.name}'",
+                          partition=lambda message: self._partition(message, entity))
+        df = self._client.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
+        version, _ = self._append(entity, df)
         if not need_seqs:
             return []
         return [sequence_number(r[0], version, r[1]) for r in rows]
+
+    def _append(self, entity: Entity, rows) -> Optional[Tuple[int, int]]:
+        """Append ``rows`` to the queue's inbox in one commit: (version, rows), None if empty.
+
+        The queue may be deleted while the send runs (its registry row first, then its folder).
+        A send that then fails, or commits to a folder the registry no longer points at, raises
+        MessagingEntityNotFoundError instead of reporting a message no entity holds (SEND-1).
+        Row checks of ``send_dataframe`` that fail the write become their sbdelta error.
+        """
+        try:
+            appended = run_guarded(lambda: entity.store.append(rows))
+        except GuardTripped as tripped:
+            raise send_error(tripped.code, limit=entity.max_message_size,
+                             entity=f"queue '{entity.name}'") from None
+        except Exception:  # noqa: BLE001 - re-raised unless the queue is gone
+            self._raise_if_deleted(entity)
+            raise
+        self._raise_if_deleted(entity)
+        return appended
+
+    def _raise_if_deleted(self, entity: Entity) -> None:
+        current = self._client._entities.refresh(self._name)  # no job unless the registry moved
+        if current is not None and current.store.folder == entity.store.folder:
+            return
+        # Incarnation folders are never reused, so whatever this send left there is garbage.
+        self._client._ns.remove_tree(entity.store.folder)
+        raise MessagingEntityNotFoundError(
+            f"queue '{self._name}' was deleted while the send was in flight: no queue holds "
+            "its messages. Create the queue again and resend")
 
     # -- API -----------------------------------------------------------------------------------
     def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
@@ -266,15 +255,19 @@ class ServiceBusSender:
 
     def cancel_scheduled_messages(self, sequence_numbers: Union[int, Sequence[int]], *,
                                   timeout: Optional[float] = None) -> None:
-        """Cancel scheduled messages that have not become visible yet (one commit).
+        """Cancel scheduled messages that have not become visible yet (one commit, all or none).
 
-        Sequence numbers of messages already visible, or unknown, are ignored.
+        Raises:
+            MessageNotFoundError: a number is not a scheduled message of this queue still
+                waiting for its time (unknown, already enqueued or delivered, or an ordinary
+                message); nothing is cancelled.
+            ServiceBusInvalidOperationError: a number is not an integer in [0, 2**63).
         """
         seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(sequence_numbers)
         for s in seqs:
-            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2 ** 63:
                 raise ServiceBusInvalidOperationError(
-                    f"sequence numbers are integers >= 0, got {s!r}")
+                    f"sequence numbers are integers in [0, 2**63), got {s!r}")
         entity = self._entity()
         if not seqs:
             return

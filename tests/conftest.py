@@ -1,5 +1,6 @@
 """One Spark session for the whole test run; a fresh namespace folder per test."""
 
+import itertools
 import os
 import sys
 from datetime import datetime, timezone
@@ -36,6 +37,19 @@ def admin(spark, ns, clock):
     from sbdelta.management import ServiceBusAdministrationClient
 
     return ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
+
+
+_queue_names = itertools.count()
+
+
+@pytest.fixture
+def queue(admin):
+    """A fresh queue factory on the module's namespace: queue(**properties) -> name."""
+    def make(**props):
+        name = f"q{next(_queue_names)}"
+        admin.create_queue(name, **props)
+        return name
+    return make
 
 
 @pytest.fixture

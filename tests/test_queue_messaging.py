@@ -4,7 +4,6 @@ Each test names the rule of ../shared/SEMANTICS.md it proves. Time is a ManualCl
 it instead of sleeping through lock durations or TTLs.
 """
 
-import itertools
 from datetime import timedelta
 
 import pytest
@@ -18,23 +17,12 @@ from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, Mes
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from sbdelta.management import EntityStatus
 
-from .conftest import START  # the clock, admin and client fixtures are in conftest.py
-_names = itertools.count()
+from .conftest import START  # the clock, admin, client and queue fixtures are in conftest.py
 
 
 @pytest.fixture(scope="module")
 def ns(spark, tmp_path_factory):
     return str(tmp_path_factory.mktemp("messaging") / "ns")
-
-
-@pytest.fixture
-def queue(admin):
-    """A fresh queue factory: queue(**properties) -> name."""
-    def make(**props):
-        name = f"q{next(_names)}"
-        admin.create_queue(name, **props)
-        return name
-    return make
 
 
 def bodies(messages):
@@ -114,8 +102,9 @@ def test_send_2_batch_is_all_or_nothing(client, queue):
     sender = client.get_queue_sender(name)
     batch = sender.create_message_batch()
     batch.add_message(ServiceBusMessage("one"))
+    room = 1024 - ServiceBusMessage(b"").size_in_bytes  # the header counts too (SEND-5)
     with pytest.raises(MessageSizeExceededError):
-        batch.add_message(ServiceBusMessage(b"y" * 1022))  # fits alone, not with "one"
+        batch.add_message(ServiceBusMessage(b"y" * room))  # fits alone, not with "one"
     batch.add_message(ServiceBusMessage("two"))
     sender.send_messages(batch)
     assert bodies(receive_all(client.get_queue_receiver(name), 2)) == ["one", "two"]
@@ -357,6 +346,52 @@ def test_cancel_after_registration_also_works(client, queue, clock):
     assert receiver.receive_messages() == []
 
 
+@pytest.mark.parametrize("registered", [False, True], ids=["in-inbox", "registered"])
+def test_cancel_counts_leave_the_cancelled_message_out(client, queue, admin, registered):
+    """Issue 12 (2): after cancelling 1 of 3 scheduled messages, 2 are counted as scheduled,
+    whether the cancel met them in the inbox or registered."""
+    name = queue()
+    sender = client.get_queue_sender(name)
+    seqs = sender.schedule_messages([ServiceBusMessage(str(i)) for i in range(3)],
+                                    START + timedelta(minutes=5))
+    sender.send_messages(ServiceBusMessage("now"))
+    if registered:
+        (now,) = client.get_queue_receiver(name).receive_messages(5)
+        client.get_queue_receiver(name)  # the scheduled ones are registered too
+    sender.cancel_scheduled_messages(seqs[1])
+    counts = admin.get_queue_runtime_properties(name)
+    assert (counts.scheduled_message_count, counts.active_message_count) == (2, 1)
+
+
+def test_cancel_of_a_number_that_is_not_scheduled_here_raises_and_changes_nothing(
+        client, queue, admin, clock):
+    """Issue 12 (1): unknown, already enqueued, ordinary, negative and out-of-range numbers
+    are refused; a batch with one bad number cancels none; the ordinary message survives."""
+    name = queue()
+    sender = client.get_queue_sender(name)
+    (later,) = sender.schedule_messages(ServiceBusMessage("later"), START + timedelta(minutes=5))
+    (soon,) = sender.schedule_messages(ServiceBusMessage("soon"), START + timedelta(minutes=1))
+    sender.send_messages(ServiceBusMessage("ordinary"))
+    ordinary = client.get_queue_receiver(name).peek_messages(5, sequence_number=0)[-1]
+    assert str(ordinary) == "ordinary"
+    clock.advance(timedelta(minutes=2))  # "soon" is enqueued now
+    for bad in (ordinary.sequence_number, soon, later + 1000, [later, ordinary.sequence_number]):
+        with pytest.raises(MessageNotFoundError, match="Nothing was cancelled"):
+            sender.cancel_scheduled_messages(bad)
+    for bad in (-1, 2 ** 63, 2 ** 64, "1"):
+        with pytest.raises(ServiceBusInvalidOperationError, match=r"\[0, 2\*\*63\)"):
+            sender.cancel_scheduled_messages(bad)
+    counts = admin.get_queue_runtime_properties(name)
+    assert (counts.scheduled_message_count, counts.active_message_count) == (1, 2)
+    receiver = client.get_queue_receiver(name)
+    got = receiver.receive_messages(5)
+    assert sorted(bodies(got)) == ["ordinary", "soon"]
+    receiver.complete_messages(got)
+    sender.cancel_scheduled_messages(later)  # still a good cancel
+    clock.advance(timedelta(minutes=5))
+    assert receiver.receive_messages(5) == []
+
+
 def test_ttl_1_ttl_4_expired_never_received_but_peek_may_show(client, queue, clock):
     name = queue()
     client.get_queue_sender(name).send_messages(
@@ -518,7 +553,7 @@ def test_send_dataframe_bad_rows_send_nothing(spark, client, queue, admin):
     name = queue(max_message_size_in_kilobytes=1)
     sender = client.get_queue_sender(name)
     big = spark.createDataFrame([("ok",), ("x" * 2000,)], "body STRING")
-    with pytest.raises(MessageSizeExceededError, match="1 row"):
+    with pytest.raises(MessageSizeExceededError, match="at most 1024 bytes"):
         sender.send_dataframe(big)
     mismatched = spark.createDataFrame([("b", "s1", "p1")], "body STRING, session_id STRING, "
                                                            "partition_key STRING")

@@ -17,7 +17,8 @@ update          set the control columns from the source row (planner decisions)
 insert          insert a new row (registration, frontiers, duplicate history)
 settle_delete   complete: remove the row if the caller holds its lock
 settle_update   abandon, defer, dead-letter, renew: if the caller holds the lock
-cancel          remove a scheduled row not yet visible, or insert a cancellation tombstone
+cancel          remove a registered scheduled row not yet visible (any other row: guard), or
+                insert a cancellation tombstone for one still only in the inbox
 ==============  ==========================================================================
 """
 
@@ -82,7 +83,7 @@ def apply_clauses(pids: Iterable[int], now: datetime, tombstones: bool = False) 
       rev = t.rev + 1
     WHEN MATCHED AND s._op = 'cancel' AND t.state = '{SCHEDULED}' AND t.visible_at > {now_sql}
       THEN DELETE
-    WHEN MATCHED AND s._op <> 'cancel' THEN UPDATE SET k = {raise_guard}
+    WHEN MATCHED THEN UPDATE SET k = {raise_guard}
     WHEN NOT MATCHED AND s._op IN ('insert', 'cancel') THEN INSERT ({insert_cols})
       VALUES ({insert_vals})
     WHEN NOT MATCHED THEN INSERT (k) VALUES ({raise_guard})

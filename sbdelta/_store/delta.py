@@ -28,7 +28,10 @@ log = logging.getLogger("sbdelta")
 T = TypeVar("T")
 
 GUARD_PREFIX = "SBDELTA_GUARD:"
-_GUARD_RE = re.compile(GUARD_PREFIX + r"([A-Za-z_]+)")
+# The marker as a failed job reports it ("RuntimeException: SBDELTA_GUARD:CODE"), not as the
+# plan or SQL text of an analysis error quotes it ("raise_error(SBDELTA_GUARD:CODE, ...)"):
+# a query that never ran tripped no guard.
+_GUARD_RE = re.compile(r"(?<![('\"\w])" + GUARD_PREFIX + r"([A-Za-z_]+)")
 
 # Delta's Python conflict classes share no usable base class; the Java names cover errors that
 # arrive unconverted (for example wrapped in a Py4JJavaError from a JVM call).
@@ -164,6 +167,30 @@ def delta_log(spark, path: str):
     """The table's DeltaLog (JVM object; Delta caches one per path)."""
     return spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
         spark._jsparkSession, path)
+
+
+def find_commit(log, token: str, after: int) -> Optional[Tuple[int, int]]:
+    """(version, rows written) of the commit after version ``after`` whose ``userMetadata`` is
+    ``token``, read from the log's commit files (no Spark job); None when there is none (Delta
+    records no commit for a write of no rows)."""
+    changes = log.getChanges(after + 1, False)
+    while changes.hasNext():
+        entry = changes.next()
+        actions = entry._2()
+        for i in range(actions.size()):
+            info = actions.apply(i)
+            if info.getClass().getSimpleName() != "CommitInfo":
+                continue
+            meta = info.userMetadata()
+            if meta.isDefined() and meta.get() == token:
+                metrics = info.operationMetrics()
+                rows = metrics.get().get("numOutputRows") if metrics.isDefined() else None
+                if rows is None or not rows.isDefined():
+                    raise RuntimeError(
+                        f"commit {entry._1()} records no numOutputRows: sbdelta counts sent "
+                        "messages from it; keep spark.databricks.delta.history.metricsEnabled on")
+                return int(entry._1()), int(rows.get())
+    return None
 
 
 def _snapshot(spark, path: str):

@@ -7,36 +7,23 @@ cost of a receive follows its batch and the commits it passes, not the backlog.
 from __future__ import annotations
 
 import uuid
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Optional, Tuple
 
-from .delta import remove_files_quietly
+from .delta import find_commit, remove_files_quietly
 from .layout import case_by_pid, pid_list, seq_sql, start_version
 
 
-def append(store, df, *, need_version: bool = False) -> Optional[int]:
-    """Append inbox rows in one commit; returns its version when asked (for sequence numbers)."""
+def append(store, df) -> Optional[Tuple[int, int]]:
+    """Append inbox rows in one commit; returns its (version, rows written), read from the
+    Delta log, or None when ``df`` had no rows (then nothing was committed).
+
+    Appends only to the existing inbox: DataFrameWriterV2's ``append`` refuses a missing
+    table, where ``df.write.mode("append")`` would create one in a deleted queue's folder.
+    """
     token = f"sbdelta:{uuid.uuid4().hex}"
-    before = store.latest_version(store.inbox_path) if need_version else 0
-    (df.write.format("delta").mode("append").option("userMetadata", token)
-     .save(store.inbox_path))
-    if need_version:
-        return commit_version_of(store, store.inbox_path, token, before)
-    return None
-
-
-def commit_version_of(store, path: str, token: str, after: int) -> int:
-    """The version whose commitInfo.userMetadata is ``token``, searching after ``after``."""
-    changes = store.delta_log(path).getChanges(after + 1, False)
-    while changes.hasNext():
-        entry = changes.next()
-        actions = entry._2()
-        for i in range(actions.size()):
-            action = actions.apply(i)
-            if action.getClass().getSimpleName() == "CommitInfo":
-                meta = action.userMetadata()
-                if meta.isDefined() and meta.get() == token:
-                    return int(entry._1())
-    raise RuntimeError(f"commit {token} not found in {path} after version {after}")
+    before = store.latest_version(store.inbox_path)
+    df.writeTo(f"delta.`{store.inbox_path}`").option("userMetadata", token).append()
+    return find_commit(store.delta_log(store.inbox_path), token, before)
 
 
 def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, hi: int):

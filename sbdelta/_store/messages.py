@@ -10,13 +10,13 @@ above ``_store`` talks only to it (and to the names re-exported by ``sbdelta._st
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import deadletter, expiry, inbox, reads, receive, settle
-from .apply import apply_df, apply_rows, as_ops
+from . import deadletter, expiry, inbox, reads, receive, schedule, settle
+from .apply import apply_df, as_ops
 from .delta import create_table, delta_log, latest_version, retry, sql_literal
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
-                     MESSAGES_PROPERTIES, MSG, case_by_pid, msg_key, partition_of)
+                     MESSAGES_PROPERTIES, MSG, case_by_pid)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import ddl, tblproperties
@@ -70,8 +70,9 @@ class MessageStore:
         return conditions(policy, now, dead_letter=self.dead_letter)
 
     # -- send, receive, settle -----------------------------------------------------------------
-    def append(self, df, *, need_version: bool = False) -> Optional[int]:
-        return inbox.append(self, df, need_version=need_version)
+    def append(self, df) -> Optional[Tuple[int, int]]:
+        """One inbox commit: (version, rows written), None when ``df`` had no rows."""
+        return inbox.append(self, df)
 
     def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool):
         return receive.acquire(self, n, policy=policy, now=now, delete=delete)
@@ -90,12 +91,8 @@ class MessageStore:
         return settle.settle_frame(self, tokens, settlement, now, what=what)
 
     def cancel_scheduled(self, seqs: Sequence[int], now: datetime, *, what: str) -> None:
-        """Cancel scheduled messages not yet visible, in one commit: a registered one is
-        removed, one still in the inbox gets a CANCELLED tombstone that registration honours."""
-        rows = [{"pid": partition_of(s) if self.partitions > 1 else 0, "k": msg_key(s),
-                 "kind": MSG, "seq": s, "rev": 0, "state": CANCELLED, "_op": "cancel"}
-                for s in dict.fromkeys(seqs)]
-        retry(lambda: apply_rows(self, rows, {r["pid"] for r in rows}, now), what=what)
+        """Cancel scheduled messages not yet visible, all or none (see :mod:`.schedule`)."""
+        schedule.cancel_scheduled(self, seqs, now, what=what)
 
     def move_dead_letters(self, pids: Iterable[int], now: datetime, *,
                           copy_only: bool = False) -> int:

@@ -90,8 +90,13 @@ def counts(store, now: datetime) -> Counts:
         lagging = {p: f for p, f in frontiers.items() if start_version(f) <= latest}
         if lagging:
             lo = min(start_version(f) for f in lagging.values())
-            inbox = inbox_range(store, lagging, frontiers, lo, latest).where(
-                f"kind = '{MSG}'")
+            # Rows cancelled or swept before registration carry a CANCELLED tombstone under
+            # their key: they will never be delivered, so they are not counted.
+            tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select("pid", "k")
+            inbox = (inbox_range(store, lagging, frontiers, lo, latest)
+                     .where(f"kind = '{MSG}'")
+                     .withColumn("k", F.expr(key_sql("seq")))
+                     .join(tombstones, ["pid", "k"], "left_anti"))
             agg = inbox.agg(
                 F.sum(F.expr(f"CASE WHEN coalesce(scheduled_enqueue_time, enqueued_time) "
                              f"<= {now_sql} THEN 1 ELSE 0 END")).alias("active"),

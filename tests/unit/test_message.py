@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbdelta._durations import TIMESPAN_MAX
+from sbdelta._store.codec import HEADER_ALLOWANCE
 from sbdelta._message import (
     MAX_ID_LENGTH,
     SYSTEM_STRING_FIELDS,
@@ -339,30 +340,34 @@ def test_scheduled_enqueue_time_wrong_type(value):
 # --- SEND-5: size_in_bytes ----------------------------------------------------------------------
 
 
-def test_send_5_size_of_body_only():
-    assert ServiceBusMessage(None).size_in_bytes == 0
-    assert ServiceBusMessage(b"abc").size_in_bytes == 3
-    assert ServiceBusMessage("é").size_in_bytes == 2  # UTF-8 bytes, not characters
+def test_send_5_size_of_body_only_plus_the_fixed_header():
+    assert HEADER_ALLOWANCE == 72
+    assert ServiceBusMessage(None).size_in_bytes == HEADER_ALLOWANCE
+    assert ServiceBusMessage(b"abc").size_in_bytes == HEADER_ALLOWANCE + 3
+    assert ServiceBusMessage("é").size_in_bytes == HEADER_ALLOWANCE + 2  # UTF-8 bytes
 
 
-@pytest.mark.parametrize("value, value_size", [
-    ("héllo", 6), (b"\x00" * 10, 10), (7, 8), (-1.5, 8), (T0, 8), (True, 1), (False, 1),
-    (U, 16), (None, 0),
+@pytest.mark.parametrize("value, stored", [
+    ("héllo", '"héllo"'), (b"\x00" * 10, '{"$b":"AAAAAAAAAAAAAA=="}'), (7, "7"), (-1.5, "-1.5"),
+    (T0, '{"$t":"2030-01-01T00:00:00+00:00"}'), (True, "true"), (False, "false"),
+    (U, f'{{"$u":"{U}"}}'), (None, "null"),
 ])
-def test_send_5_size_of_application_property(value, value_size):
+def test_send_5_application_properties_count_as_their_stored_json(value, stored):
     msg = ServiceBusMessage("", application_properties={"ké": value})
-    assert msg.size_in_bytes == 3 + value_size
+    text = '{"ké":' + stored + "}"
+    assert encode_properties(msg.application_properties) == text
+    assert msg.size_in_bytes == HEADER_ALLOWANCE + len(text.encode("utf-8"))
 
 
 def test_send_5_size_counts_every_set_system_string_field():
     fields = {field: "é" + field for field in SYSTEM_STRING_FIELDS}
     fields["partition_key"] = fields["session_id"]
     msg = ServiceBusMessage("ab", **fields)
-    expected = 2 + sum(len(v.encode("utf-8")) for v in fields.values())
+    expected = HEADER_ALLOWANCE + 2 + sum(len(v.encode("utf-8")) for v in fields.values())
     assert msg.size_in_bytes == expected
 
 
-def test_send_5_size_ignores_ttl_and_schedule():
+def test_send_5_ttl_and_schedule_are_inside_the_fixed_header():
     base = ServiceBusMessage("abc").size_in_bytes
     timed = ServiceBusMessage("abc", time_to_live=30, scheduled_enqueue_time_utc=T0)
     assert timed.size_in_bytes == base
@@ -370,16 +375,16 @@ def test_send_5_size_ignores_ttl_and_schedule():
 
 def test_send_5_size_follows_setters():
     msg = ServiceBusMessage("abc", application_properties={"k": "v"}, subject="s")
-    assert msg.size_in_bytes == 3 + 2 + 1
+    assert msg.size_in_bytes == HEADER_ALLOWANCE + 3 + len('{"k":"v"}') + 1
     msg.subject = None
     msg.message_id = "1234"
     msg.application_properties["k2"] = 5  # the dict may be changed in place, as in the SDK
-    assert msg.size_in_bytes == 3 + 2 + 10 + 4
+    assert msg.size_in_bytes == HEADER_ALLOWANCE + 3 + len('{"k":"v","k2":5}') + 4
 
 
 def test_send_5_size_in_bytes_of_a_large_message():
     msg = ServiceBusMessage(b"x" * (256 * 1024), message_id="m")
-    assert msg.size_in_bytes == 256 * 1024 + 1
+    assert msg.size_in_bytes == 256 * 1024 + 1 + HEADER_ALLOWANCE
 
 
 # --- application property codec -------------------------------------------------------------
@@ -533,7 +538,7 @@ def test_received_all_fields():
 
 def test_received_skips_send_side_checks():
     big = received(body=b"x" * 10_000_000, message_id="m" * 300)
-    assert big.size_in_bytes == 10_000_300
+    assert big.size_in_bytes == 10_000_300 + HEADER_ALLOWANCE
 
 
 def test_received_explicit_expiry_wins():
@@ -593,22 +598,25 @@ def test_received_repr():
 
 
 def test_batch_adds_until_full():
-    batch = ServiceBusMessageBatch(10)
-    assert batch.max_size_in_bytes == 10 and batch.size_in_bytes == 0 and len(batch) == 0
     first, second = ServiceBusMessage(b"12345"), ServiceBusMessage(b"12345")
+    limit = first.size_in_bytes * 2
+    batch = ServiceBusMessageBatch(limit)
+    assert batch.max_size_in_bytes == limit and batch.size_in_bytes == 0 and len(batch) == 0
     batch.add_message(first)
     batch.add_message(second)  # exactly full is allowed
-    assert len(batch) == 2 and batch.size_in_bytes == 10
+    assert len(batch) == 2 and batch.size_in_bytes == limit
     assert batch.messages == [first, second]
 
 
 def test_batch_overflow_raises_and_leaves_batch_unchanged():
-    batch = ServiceBusMessageBatch(10)
+    six, five = HEADER_ALLOWANCE + 6, HEADER_ALLOWANCE + 5
+    batch = ServiceBusMessageBatch(six + five - 1)
     batch.add_message(ServiceBusMessage(b"123456"))
-    with pytest.raises(MessageSizeExceededError, match=r"5 bytes .*6 \+ 5 > 10") as info:
+    with pytest.raises(MessageSizeExceededError,
+                       match=rf"{five} bytes .*{six} \+ {five} > {six + five - 1}") as info:
         batch.add_message(ServiceBusMessage(b"12345"))
     assert isinstance(info.value, ValueError)
-    assert len(batch) == 1 and batch.size_in_bytes == 6
+    assert len(batch) == 1 and batch.size_in_bytes == six
 
 
 def test_batch_single_message_too_large():
@@ -617,9 +625,9 @@ def test_batch_single_message_too_large():
 
 
 def test_batch_counts_properties_and_fields():
-    batch = ServiceBusMessageBatch(100)
+    batch = ServiceBusMessageBatch(200)
     batch.add_message(ServiceBusMessage(b"ab", message_id="xyz", application_properties={"k": 1}))
-    assert batch.size_in_bytes == 2 + 3 + 1 + 8
+    assert batch.size_in_bytes == HEADER_ALLOWANCE + 2 + 3 + len('{"k":1}')
 
 
 def test_batch_messages_is_a_copy():

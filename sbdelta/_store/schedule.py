@@ -1,0 +1,65 @@
+"""Cancelling scheduled messages (``cancel_scheduled_messages``), in ONE commit, all or none.
+
+A scheduled message is either registered (a ``SCHEDULED`` row in ``messages``, removed by the
+cancel) or still only in the inbox, past its partition's frontier (then a ``CANCELLED``
+tombstone under its key makes registration drop it, and counts leave it out). A sequence number
+that is neither (unknown, of another partition layout, already visible or delivered, an
+ordinary message) fails the whole cancel with MessageNotFoundError and changes nothing: the
+inbox is checked before the commit, and the commit itself trips the ``NOT_SCHEDULED`` guard on
+any registered row that is not a future scheduled message. A registration racing the cancel
+touches the same partition, so one of the two MERGEs conflicts and is redone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+
+from .apply import apply_rows
+from .delta import GuardTripped, guard_error, retry, sql_literal
+from .inbox import inbox_range
+from .layout import (CANCELLED, MAX_VERSION, MSG, VERSION_SHIFT, msg_key,
+                     partition_of)
+
+
+def cancel_scheduled(store, seqs: Sequence[int], now: datetime, *, what: str) -> None:
+    seqs = list(dict.fromkeys(seqs))
+    bad = [s for s in seqs if partition_of(s) >= store.partitions]
+    if bad:
+        raise _not_scheduled(what, bad)
+
+    def step():
+        frontiers = store.frontiers()
+        registered = {r.seq for r in store.rows_by_seq(seqs, f"kind = '{MSG}'")[0]
+                      .select("seq").collect()}
+        pending = [s for s in seqs if s not in registered]
+        behind = [s for s in pending if s <= frontiers[partition_of(s)]]
+        if behind:  # registered once and gone since: delivered, settled or expired
+            raise _not_scheduled(what, behind)
+        if pending:
+            versions = [(s >> VERSION_SHIFT) & MAX_VERSION for s in pending]
+            found = {r.seq for r in inbox_range(
+                store, {partition_of(s) for s in pending}, {}, min(versions), max(versions))
+                .where(f"kind = '{MSG}' AND scheduled_enqueue_time > {sql_literal(now)} "
+                       f"AND seq IN ({', '.join(map(str, pending))})")
+                .select("seq").collect()}
+            missing = [s for s in pending if s not in found]
+            if missing:
+                raise _not_scheduled(what, missing)
+        rows = [{"pid": partition_of(s), "k": msg_key(s), "kind": MSG, "seq": s, "rev": 0,
+                 "state": CANCELLED, "_op": "cancel", "_guard": "NOT_SCHEDULED"} for s in seqs]
+        try:
+            apply_rows(store, rows, {r["pid"] for r in rows}, now)
+        except GuardTripped as tripped:
+            if tripped.code != "NOT_SCHEDULED":
+                raise
+            raise _not_scheduled(what, seqs) from None
+
+    retry(step, what=what)
+
+
+def _not_scheduled(what: str, seqs) -> Exception:
+    return guard_error(GuardTripped("NOT_SCHEDULED"),
+                       f"{what}: {sorted(seqs)[:10]} is not a scheduled message of this entity "
+                       "that is still waiting for its time (unknown, already enqueued or "
+                       "delivered, or an ordinary message). Nothing was cancelled")
