@@ -608,3 +608,34 @@ def test_settle_3_dead_letter_move_recovers_after_a_crash_between_its_commits(cl
     dlq.complete_message(rest[0])
     assert dlq.receive_messages(5) == [] and dlq.peek_messages(5, sequence_number=0) == []
     assert store.messages().where("state = 'DEADLETTERING'").count() == 0
+
+
+@pytest.mark.parametrize("zone", ["America/Los_Angeles", "Asia/Kolkata"])
+def test_ttl_1_recv_4_broker_times_are_utc_in_any_session_time_zone(spark, client, queue, clock,
+                                                                    zone):
+    """Issue 12 (11): the session time zone changes no broker decision or time shown."""
+    saved = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        name = queue(lock_duration=timedelta(seconds=30))
+        sender = client.get_queue_sender(name)
+        sender.send_messages(ServiceBusMessage("ttl", time_to_live=timedelta(minutes=10)))
+        sender.schedule_messages(ServiceBusMessage("later"), START + timedelta(minutes=2))
+        receiver = client.get_queue_receiver(name)
+        (m,) = receiver.receive_messages(5)
+        assert m.enqueued_time_utc == START
+        assert m.expires_at_utc == START + timedelta(minutes=10)
+        assert m.locked_until_utc == START + timedelta(seconds=30)
+        clock.advance(timedelta(seconds=29))
+        assert receiver.receive_messages(5) == []          # locked; "later" not due
+        clock.advance(timedelta(seconds=2))                # lock over at exactly 30 s
+        (again,) = receiver.receive_messages(5)
+        assert again.sequence_number == m.sequence_number and again.delivery_count == 2
+        receiver.complete_message(again)
+        clock.set(START + timedelta(minutes=2) - timedelta(microseconds=1))
+        assert receiver.receive_messages(5) == []          # due at exactly its time
+        clock.set(START + timedelta(minutes=2))
+        (due,) = receiver.receive_messages(5)
+        assert str(due) == "later" and due.enqueued_time_utc == START + timedelta(minutes=2)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", saved)

@@ -216,8 +216,10 @@ def sql_literal(value) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, datetime):
+        # The offset makes the instant independent of spark.sql.session.timeZone, which is
+        # how Spark would read a bare 'yyyy-mm-dd hh:mm:ss' (broker times are UTC instants).
         text = value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-        return f"TIMESTAMP '{text}'"
+        return f"TIMESTAMP '{text}+00:00'"
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     raise TypeError(f"no SQL literal for {type(value).__name__}")
