@@ -3,9 +3,9 @@
     python -m jobs.compact [--namespace DIR] [--entity NAME ...] [--retain-hours H] [--dry-run]
     spark-submit $(sbdelta spark-submit-args) jobs/compact.py --namespace DIR
 
-Safe to run while senders, receivers and other jobs are active, and idempotent. Keep
---retain-hours at Delta's default (168) unless nothing else runs on the namespace: vacuum must
-not delete files a running receive still reads. Prints the report; exits 1 on failure.
+Safe to run while senders, receivers and other jobs are active, and idempotent. --retain-hours
+(default 168, Delta's) may go down to 1, the safe floor (the longest an sbdelta operation reads
+an older snapshot); a lower value is refused. Prints the report; exits 1 on failure.
 Settings: conf/maintenance.json ("compact": {"retain_hours": ...}), then flags.
 """
 
@@ -22,7 +22,7 @@ from jobs import _common  # noqa: E402
 def main(argv=None) -> int:
     def flags(parser):
         parser.add_argument("--retain-hours", type=float, metavar="H",
-                            help="vacuum keeps files removed less than H hours ago "
+                            help="vacuum keeps files removed less than H hours ago, H >= 1 "
                                  "(default: the conf file's retain_hours, else 168)")
 
     def action(args, settings):

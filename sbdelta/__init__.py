@@ -16,7 +16,7 @@ from .exceptions import (CommitConflictError, ConfigurationError, ImmutablePrope
                          MessagingEntityNotFoundError, OperationTimeoutError,
                          ServiceBusConnectionError, ServiceBusError,
                          ServiceBusInvalidOperationError, ServiceBusQuotaExceededError,
-                         SparkSetupError)
+                         SparkSetupError, StorageLayoutError)
 from .management import (EntityStatus, QueueProperties, RuleProperties,
                          ServiceBusAdministrationClient, SubscriptionProperties, TopicProperties)
 
@@ -67,4 +67,5 @@ __all__ = [
     "ImmutablePropertyError",
     "ConfigurationError",
     "SparkSetupError",
+    "StorageLayoutError",
 ]

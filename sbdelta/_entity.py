@@ -105,7 +105,7 @@ class EntityResolver:
         if store is None:
             store = MessageStore(self._ns.spark, folder,
                                  PARTITION_COUNT if props.enable_partitioning else 1)
-            store.ensure_tables()
+            store.ensure_tables(what=f"queue '{props.name}'")
             self._stores[folder] = store
         entity = Entity(props.name, props, row.updated_at, store)
         self._cache[key] = (version, entity)

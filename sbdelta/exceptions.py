@@ -32,6 +32,7 @@ __all__ = [
     "ImmutablePropertyError",
     "ConfigurationError",
     "SparkSetupError",
+    "StorageLayoutError",
 ]
 
 
@@ -137,3 +138,8 @@ class ConfigurationError(ServiceBusError, ValueError):
 
 class SparkSetupError(ServiceBusError):
     """Spark or Delta cannot be started (no Java, Delta jars unresolvable, no javac)."""
+
+
+class StorageLayoutError(ServiceBusError):
+    """An entity's tables were made by an older sbdelta storage layout that this version does
+    not open; the message names the table, what is wrong with it and how to migrate."""

@@ -17,16 +17,20 @@ from typing import Dict, List, Optional, Sequence
 from ._clock import Clock
 from ._entity import EntityResolver
 from ._namespace import Namespace
-from ._store import DEADLETTERING, DEFAULT_SWEEP_BATCH, MSG
+from ._store import DEADLETTERING, DEFAULT_SWEEP_BATCH, MSG, OPERATION_BOUND
 from .exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 
-__all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "DEFAULT_SWEEP_BATCH", "CompactReport",
-           "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS", "IdleReport",
-           "EntityIdleness", "delete_idle_entities"]
+__all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "DEFAULT_SWEEP_BATCH",
+           "CompactReport", "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS",
+           "MIN_RETAIN_HOURS", "IdleReport", "EntityIdleness", "delete_idle_entities"]
 
-# Delta's own default for delta.deletedFileRetentionDuration (7 days). Vacuum must not delete a
-# file that a running receive still reads, so go below it only when nothing else runs.
+# Delta's own default for delta.deletedFileRetentionDuration (7 days).
 DEFAULT_RETAIN_HOURS = 168.0
+#: The safe floor of ``retain_hours``: the operation bound (the longest an sbdelta operation
+#: reads an older snapshot). Vacuum never deletes a file that a receive past its frontier reads,
+#: whatever the retention (those files stay in the snapshot); below this floor it could delete
+#: one that a receive still running on an older snapshot reads.
+MIN_RETAIN_HOURS = OPERATION_BOUND / timedelta(hours=1)
 
 
 class _Visits:
@@ -128,6 +132,8 @@ class EntityCompaction:
     files_compacted: int = 0
     files_written: int = 0
     files_vacuumed: int = 0
+    #: Inbox log files (commits, checksums, checkpoints) of versions no receive reads again.
+    log_files_trimmed: int = 0
     #: Tables checkpointed by this run (with ``dry_run``: that would be).
     checkpoints_written: int = 0
     #: Per table (inbox, messages, deadletter): its latest checkpoint version after the run.
@@ -154,7 +160,8 @@ class CompactReport(_Visits):
                 f"  {name:<30} inbox rows purged {v['inbox_rows_purged']}, tombstones "
                 f"{v['tombstones_purged']}, DLQ tombstones {v['dead_letter_tombstones_purged']}, "
                 f"files compacted {v['files_compacted']} -> {v['files_written']}, vacuumed "
-                f"{v['files_vacuumed']}, checkpoints {v['checkpoints_written']}")
+                f"{v['files_vacuumed']}, inbox log files trimmed {v['log_files_trimmed']}, "
+                f"checkpoints {v['checkpoints_written']}")
         return "\n".join(lines)
 
 
@@ -167,24 +174,36 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
 
     1. inbox rows every partition frontier has passed (registered, hence copied to the
        messages table or settled) are deleted, whole send commits at a time;
-    2. cancellation tombstones behind the frontier, duplicate-detection history past its
-       window, and dead-letter COMPLETED tombstones whose source row is gone are deleted, by
-       revision (the receivers' guarded MERGE, so a concurrent change makes this step re-plan);
+    2. cancellation tombstones behind the frontier, duplicate-detection history no message can
+       still be checked against (past its window by the operation bound, and no unregistered
+       inbox row with its id inside the window), and dead-letter COMPLETED tombstones whose
+       source row is gone are deleted, by revision (the receivers' guarded MERGE, so a
+       concurrent change makes this step re-plan);
     3. the messages and dead-letter tables are OPTIMIZEd (the inbox is not: change-data reads
        of unregistered commits need its original files);
-    4. every table is VACUUMed with ``retain_hours`` (Delta's 7-day default; lower only when
-       no receive can be running on an older snapshot);
+    4. every table is VACUUMed with ``retain_hours`` (Delta's 7-day default; at least
+       :data:`MIN_RETAIN_HOURS`, the safe floor). Files of inbox rows not registered yet stay
+       in the snapshot, so no retention removes them, however far a partition lags;
     5. every table is checkpointed at its latest version, unless a checkpoint of that version
-       exists (Delta also writes one every 10 commits), so the next reader replays no JSON.
+       exists (Delta also writes one every 10 commits), so the next reader replays no JSON;
+    6. the inbox log is trimmed before the lowest frontier of ``retain_hours`` ago (Delta's
+       own age-based log cleanup is off on the inbox: receivers read the change feed of every
+       commit past their frontier, however old).
 
-    ``dry_run`` counts what steps 1, 2, 4 and 5 would remove or write and changes nothing.
+    ``dry_run`` counts what steps 1, 2, 4, 5 and 6 would remove or write and changes nothing.
+
+    Raises:
+        ServiceBusInvalidOperationError: ``retain_hours`` is not a number, or below the floor
+            (before anything runs).
     """
     started = time.monotonic()
     if (isinstance(retain_hours, bool) or not isinstance(retain_hours, (int, float))
-            or not retain_hours >= 0):
+            or not retain_hours >= MIN_RETAIN_HOURS):
         raise ServiceBusInvalidOperationError(
-            f"retain_hours must be a number of hours >= 0 (Delta's default is "
-            f"{DEFAULT_RETAIN_HOURS:g}), got {retain_hours!r}")
+            f"retain_hours must be a number of hours >= {MIN_RETAIN_HOURS:g}, the safe floor "
+            "(the longest an sbdelta operation reads an older snapshot: vacuum with less could "
+            "delete files a running receive still reads); Delta's default is "
+            f"{DEFAULT_RETAIN_HOURS:g}. Got {retain_hours!r}")
     ns = Namespace(namespace, spark=spark, clock=clock)
     resolver = EntityResolver(ns)
     names = list(entities) if entities else [r.name for r in ns.registry.list("queue")]
@@ -229,6 +248,8 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
         written, version = checkpoint(ns.spark, path, dry_run=dry_run)
         result.checkpoints_written += written
         result.checkpoint_versions[path.rsplit("/", 1)[-1]] = version
+    result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
+                                                    dry_run=dry_run)
     return result
 
 

@@ -5,7 +5,10 @@ sleeps through a TTL or an idle period.
 """
 
 import itertools
+import os
+import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -15,10 +18,10 @@ from sbdelta._namespace import Namespace
 from sbdelta._store.delta import latest_version
 from sbdelta._store import PING_CONTENT_TYPE
 from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
-from sbdelta.maintenance import compact, delete_idle_entities
+from sbdelta.maintenance import MIN_RETAIN_HOURS, compact, delete_idle_entities
 from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter
 
-from .conftest import spark_submit
+from .conftest import START, spark_submit
 _names = itertools.count()
 
 
@@ -35,15 +38,36 @@ def _rows(spark, path, where="TRUE"):
     return spark.read.format("delta").load(path).where(where).count()
 
 
+def _local(uri):
+    return Path(uri[len("file:"):] if uri.startswith("file:") else uri)
+
+
+def _data_files(uri):
+    return sorted(p for p in _local(uri).rglob("*.parquet") if "_delta_log" not in p.parts)
+
+
+def _age(uri, seconds):
+    """Move the modification time of every file under ``uri`` back by ``seconds``: what Delta
+    (log cleanup, VACUUM, time travel) sees as time passing; the broker clock is separate."""
+    for path in _local(uri).rglob("*"):
+        if path.is_file():
+            st = path.stat()
+            os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
 def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, admin, client,
                                                                    clock):
     name = f"c{next(_names)}"
     admin.create_queue(name, requires_duplicate_detection=True, lock_duration=timedelta(minutes=5),
                        duplicate_detection_history_time_window=timedelta(minutes=1))
     sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    # Sent two hours ago, so that their duplicate-detection history is past its window and the
+    # operation bound (1 h) when the compaction runs, while the locks taken below still hold.
+    clock.set(START - timedelta(hours=2))
     for round_ in range(3):
         sender.send_messages([ServiceBusMessage(f"r{round_}-{i}", message_id=f"r{round_}-{i}")
                               for i in range(4)])
+    clock.set(START)
     got = receiver.receive_messages(12)
     assert len(got) == 12
     receiver.complete_messages(got[:6])
@@ -55,10 +79,15 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
     dead = dlq.receive_messages(2)
     dlq.complete_messages(dead)  # leaves two COMPLETED tombstones in the dead-letter table
     sender.send_messages(ServiceBusMessage("late", message_id="late"))  # not registered yet
-    clock.advance(timedelta(minutes=2))  # the duplicate-detection history is past its window
+    clock.advance(timedelta(minutes=2))
     store = _store(spark, ns, name)
     dlq_path = store.dead_letter_store().messages_path
     assert _rows(spark, store.inbox_path) == 13
+    # A file no commit references, left two hours ago by a writer that crashed: VACUUM's job.
+    orphan = _local(store.messages_path) / "pid=0" / "part-00000-orphan.c000.snappy.parquet"
+    orphan.write_bytes(b"not committed")
+    os.utime(orphan, (time.time() - 7200, time.time() - 7200))
+    inbox_files = _data_files(store.inbox_path)
 
     preview = compact(ns, entities=[name], clock=clock, dry_run=True, spark=spark)
     t = preview.totals()
@@ -66,11 +95,15 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
             t["dead_letter_tombstones_purged"]) == (12, 1 + 12, 2)
     assert _rows(spark, store.inbox_path) == 13  # a dry run changes nothing
 
-    report = compact(ns, entities=[name], clock=clock, retain_hours=0, spark=spark)
+    report = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark)
     t = report.totals()
     assert (t["inbox_rows_purged"], t["tombstones_purged"],
             t["dead_letter_tombstones_purged"]) == (12, 13, 2)
-    assert t["files_vacuumed"] > 0
+    # VACUUM deleted the orphan; the inbox files it just removed stay on disk for the
+    # operation bound: a receive that planned before the purge may still read them.
+    assert t["files_vacuumed"] == 1 and not orphan.exists()
+    assert _data_files(store.inbox_path) == inbox_files
     # Every table ends checkpointed at its latest version: the next reader replays no JSON.
     tables = {"inbox": store.inbox_path, "messages": store.messages_path, "deadletter": dlq_path}
     assert report.entities[0].checkpoint_versions == {
@@ -94,8 +127,11 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
     receiver.complete_message(after)
 
     # The next run takes what the last receives registered: "late" and "after" from the
-    # inbox, and the history row of "late" (sent at START, its 1-minute window is over).
-    second = compact(ns, entities=[name], clock=clock, retain_hours=0, spark=spark).totals()
+    # inbox, and the history row of "late" (sent at START: its 1-minute window and the 1-hour
+    # operation bound are over).
+    clock.advance(timedelta(hours=1))
+    second = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark).totals()
     assert (second["inbox_rows_purged"], second["tombstones_purged"],
             second["dead_letter_tombstones_purged"]) == (2, 1, 0)
     # Idempotent: with nothing new, there is nothing left to remove.
@@ -187,14 +223,118 @@ def test_compact_and_idle_jobs_run_via_spark_submit(spark, tmp_path):
         receiver = client.get_queue_receiver("kept")
         receiver.complete_messages(receiver.receive_messages(1))
     conf = tmp_path / "maintenance.json"
-    conf.write_text('// settings\n{"namespace": "%s", "compact": {"retain_hours": 0}}' % ns)
+    conf.write_text('// settings\n{"namespace": "%s", "compact": {"retain_hours": 1}}' % ns)
     done = spark_submit("compact", "--conf", str(conf))  # namespace and retention from conf
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "vacuum retaining 0 h): 1 entities visited" in done.stdout
+    assert "vacuum retaining 1 h): 1 entities visited" in done.stdout
     assert "inbox rows purged 1," in done.stdout
     idle = spark_submit("delete_idle_entities", "--namespace", ns, "--dry-run")
     assert idle.returncode == 0, idle.stderr[-3000:]
     assert "1 entities visited" in idle.stdout and "0 would delete" in idle.stdout
-    bad = spark_submit("compact", "--namespace", ns, "--retain-hours", "-1")
+    bad = spark_submit("compact", "--namespace", ns, "--retain-hours", "0.5")
     assert bad.returncode == 1
-    assert "retain_hours must be a number of hours >= 0" in bad.stdout + bad.stderr
+    assert "retain_hours must be a number of hours >= 1, the safe floor" in bad.stdout + bad.stderr
+
+
+def _two_keys_in_different_partitions(partitions=16):
+    import zlib
+
+    keys = {}
+    for i in itertools.count():
+        keys.setdefault(zlib.crc32(f"k{i}".encode()) % partitions, f"k{i}")
+        if len(keys) == 2:
+            return list(keys.values())
+
+
+def test_issue12_item5_part_4_a_partition_days_behind_still_receives_after_compact(
+        spark, ns, admin, client, clock):
+    name = f"lag{next(_names)}"
+    admin.create_queue(name, enable_partitioning=True)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    keys = _two_keys_in_different_partitions()
+    for i in range(4):  # four send commits, each with one message in each of two partitions
+        sender.send_messages([ServiceBusMessage(f"{key}-{i}", partition_key=key) for key in keys])
+    got = receiver.receive_messages(4)
+    # One receive drains one partition (PART-4 takes whatever is available); the other lags.
+    (received,) = {m.sequence_number >> 48 for m in got}
+    receiver.complete_messages(got)
+    lagging_key = [k for k in keys if k != str(got[0]).split("-")[0]][0]
+    store = _store(spark, ns, name)
+    log_dir = _local(store.inbox_path) / "_delta_log"
+    commits = sorted(p.name for p in log_dir.glob("*.json"))
+
+    # Forty days pass, for the broker and for Delta (its log cleanup removes commits older than
+    # 30 days by default), then the most thorough compaction allowed.
+    clock.advance(timedelta(days=40))
+    _age(store.folder, 40 * 86400)
+    report = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark)
+    t = report.totals()
+    assert (t["inbox_rows_purged"], t["log_files_trimmed"]) == (4, 0)
+    # The lagging partition's commits are all still in the log, so its change feed reads.
+    assert set(commits) <= {p.name for p in log_dir.glob("*.json")}
+    late = receiver.receive_messages(10)
+    assert [str(m) for m in late] == [f"{lagging_key}-{i}" for i in range(4)]
+    assert {m.sequence_number >> 48 for m in late} != {received}
+    receiver.complete_messages(late)
+    assert receiver.receive_messages(10) == []  # moves the idle partitions' frontiers too
+
+    # Once every frontier has passed them, and for longer than the retention, the commits go:
+    # the log keeps a checkpoint and what follows it; sends and receives go on.
+    _age(store.folder, 2 * 3600)
+    report = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark)
+    assert report.totals()["inbox_rows_purged"] == 4
+    assert report.totals()["log_files_trimmed"] > 0
+    assert commits[0] not in {p.name for p in log_dir.glob("*.json")}
+    sender.send_messages(ServiceBusMessage("after", partition_key=lagging_key))
+    after = receiver.receive_messages(10)
+    assert [str(m) for m in after] == ["after"]
+    receiver.complete_messages(after)
+
+
+def test_issue12_item5_retention_below_the_floor_is_refused_before_anything_runs(
+        spark, ns, admin, client, clock):
+    name = f"floor{next(_names)}"
+    admin.create_queue(name)
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("x"))
+    store = _store(spark, ns, name)
+    before = latest_version(spark, store.inbox_path)
+    for hours in (0, MIN_RETAIN_HOURS / 2):
+        with pytest.raises(ServiceBusInvalidOperationError,
+                           match=f"retain_hours must be a number of hours >= {MIN_RETAIN_HOURS:g}"
+                                 ", the safe floor") as raised:
+            compact(ns, entities=[name], clock=clock, retain_hours=hours, spark=spark)
+        assert isinstance(raised.value, ValueError)
+    assert latest_version(spark, store.inbox_path) == before
+
+
+def test_issue12_item6_duplicate_in_window_is_dropped_with_compaction_between(
+        spark, ns, admin, client, clock):
+    name = f"dup{next(_names)}"
+    window = timedelta(minutes=10)
+    admin.create_queue(name, requires_duplicate_detection=True,
+                       duplicate_detection_history_time_window=window)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    sender.send_messages([ServiceBusMessage("first", message_id="X"),
+                          ServiceBusMessage("other", message_id="Y")])
+    got = receiver.receive_messages(2)
+    assert sorted(str(m) for m in got) == ["first", "other"]
+    receiver.complete_messages(got)
+    clock.advance(window / 2)
+    sender.send_messages(ServiceBusMessage("again", message_id="X"))  # inside X's window
+    # Both histories are past their window and the operation bound; the duplicate of X still
+    # waits in the inbox, checked only when a receive registers it.
+    clock.advance(window + timedelta(hours=1, minutes=1))
+    report = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark)
+    assert report.totals()["tombstones_purged"] == 1  # Y's history only
+    assert receiver.receive_messages(10) == []  # the duplicate is not delivered
+    # Registered (and dropped), the duplicate no longer needs X's history.
+    again = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                    spark=spark)
+    assert again.totals()["tombstones_purged"] == 1
+    sender.send_messages(ServiceBusMessage("new", message_id="X"))  # window over: delivered
+    (new,) = receiver.receive_messages(10)
+    assert str(new) == "new"
+    receiver.complete_message(new)

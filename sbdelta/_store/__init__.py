@@ -9,8 +9,8 @@ verb on to the module that owns it.
 from .delta import latest_version, retry
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS, INBOX_NAMES,
-                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PID_SHIFT, PING, PING_CONTENT_TYPE,
-                     SCHEDULED, msg_key, partition_of, sequence_number)
+                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, PID_SHIFT, PING,
+                     PING_CONTENT_TYPE, SCHEDULED, msg_key, partition_of, sequence_number)
 from .locks import DLQ_POLICY, Policy, seq_of_token
 from .messages import Counts, MessageStore
 from .settle import Disposition, Locked, Settlement
@@ -20,6 +20,7 @@ __all__ = [
     "MessageStore", "Counts", "INBOX_COLUMNS", "INBOX_NAMES", "MAX_ROWS_PER_PARTITION_PER_COMMIT",
     "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
     "PING_CONTENT_TYPE", "PID_SHIFT", "msg_key", "partition_of", "sequence_number",
+    "OPERATION_BOUND",
     # locks and settlement
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement",
     # commits

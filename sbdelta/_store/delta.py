@@ -193,7 +193,7 @@ def find_commit(log, token: str, after: int) -> Optional[Tuple[int, int]]:
     return None
 
 
-def _snapshot(spark, path: str):
+def latest_snapshot(spark, path: str):
     """(DeltaLog, its latest snapshot): a listing of the log, no Spark job."""
     log_ = delta_log(spark, path)
     none = spark.sparkContext._jvm.scala.Option.empty
@@ -202,7 +202,7 @@ def _snapshot(spark, path: str):
 
 def latest_version(spark, path: str) -> int:
     """A Delta table's latest committed version: a listing of its log, no Spark job."""
-    return int(_snapshot(spark, path)[1].version())
+    return int(latest_snapshot(spark, path)[1].version())
 
 
 def sql_literal(value) -> str:
@@ -288,7 +288,7 @@ def checkpoint(spark, path: str, *, dry_run: bool = False) -> Tuple[bool, int]:
     by another copy of this job, is skipped. Two copies racing on one version each write a
     complete file of the same state; the last rename wins.
     """
-    log_, snapshot = _snapshot(spark, path)
+    log_, snapshot = latest_snapshot(spark, path)
     before = last_checkpoint_version(spark, path)
     if snapshot.version() < 0 or before >= snapshot.version():
         return False, before
@@ -303,34 +303,43 @@ def checkpoint(spark, path: str, *, dry_run: bool = False) -> Tuple[bool, int]:
 
 
 def remove_files_quietly(spark, path: str, where: str, *,
+                         select: Optional[Callable[[int], Callable[[str, dict], bool]]] = None,
                          dry_run: bool = False) -> Tuple[int, int]:
     """Remove the files of a table that match ``where`` in one commit marked
     ``dataChange=false``, so that change-data-feed readers do not see it.
 
-    ``where`` is SQL over Delta's AddFile fields (``partitionValues``, ``defaultRowCommitVersion``
-    ...). Only for rows nobody may read again. Returns (files, rows) removed (or, with
-    ``dry_run``, that would be). A concurrent removal of the same files makes it retry.
+    ``where`` is SQL over Delta's AddFile fields (``path``, ``partitionValues`` ...). With
+    ``select``, ``select(snapshot version)`` returns a test ``(path, partition values) -> bool``
+    that each matching file must also pass (for choices the snapshot alone cannot make, such as
+    which commit added a file). Only for rows nobody may read again. Returns (files, rows)
+    removed (or, with ``dry_run``, that would be). A concurrent removal of the same files makes
+    it retry.
     """
     import time as _time
 
     jvm, log_ = spark.sparkContext._jvm, delta_log(spark, path)
+    as_java = jvm.scala.collection.JavaConverters
 
     def step():
         txn = log_.startTransaction()
-        files = txn.snapshot().allFiles().filter(
+        snapshot = txn.snapshot()
+        files = snapshot.allFiles().filter(
             jvm.org.apache.spark.sql.functions.expr(where)).collectAsList()
+        wanted = select(int(snapshot.version())) if select is not None else None
         rows, removes = 0, jvm.java.util.ArrayList()
         now = int(_time.time() * 1000)
         for i in range(files.size()):
             add = files.get(i)
+            if wanted is not None and not wanted(
+                    str(add.path()), dict(as_java.mapAsJavaMap(add.partitionValues()))):
+                continue
             records = add.numLogicalRecords()
             rows += int(records.get()) if records.isDefined() else 0
             removes.add(add.removeWithTimestamp(now, False))
         if removes.size() and not dry_run:
             operation = getattr(getattr(jvm.org.apache.spark.sql.delta,
                                         "DeltaOperations$ManualUpdate$"), "MODULE$")
-            txn.commit(jvm.scala.collection.JavaConverters.asScalaBufferConverter(removes)
-                       .asScala().toSeq(), operation)
+            txn.commit(as_java.asScalaBufferConverter(removes).asScala().toSeq(), operation)
         return removes.size(), rows
 
     return retry(lambda: run_guarded(step), what=f"remove files of {path}")

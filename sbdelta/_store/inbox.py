@@ -1,16 +1,22 @@
 """The inbox: senders' blind appends, and how receivers find what they have not registered yet.
 
 Receivers read the inbox's change feed only for versions after a partition's frontier, so the
-cost of a receive follows its batch and the commits it passes, not the backlog.
+cost of a receive follows its batch and the commits it passes, not the backlog. Those commits
+are never removed, however old: their files stay in the snapshot (VACUUM keeps them) and their
+commit files stay in the log (Delta's age-based log cleanup is off on the inbox; compaction
+trims the log only behind every frontier, :func:`trim_log`).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, Optional, Tuple
 
-from .delta import find_commit, remove_files_quietly
-from .layout import case_by_pid, pid_list, seq_sql, start_version
+from . import deltalog
+from .delta import find_commit, latest_snapshot, remove_files_quietly
+from .layout import FRONTIER, case_by_pid, pid_list, seq_sql, start_version
 
 
 def append(store, df) -> Optional[Tuple[int, int]]:
@@ -68,17 +74,84 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
 def purge_inbox(store, frontiers: Dict[int, int], *, dry_run: bool = False) -> int:
     """Remove the inbox files every partition frontier has passed; returns their rows.
 
-    A send commit writes one file per partition, so a file holds the rows of one commit
-    (its ``defaultRowCommitVersion``, kept by row tracking) in one partition. Files whose
-    commit is wholly behind their partition's frontier are registered (copied into the
-    messages table, or settled) and nobody reads them again. They are removed in one
-    commit marked ``dataChange=false``: the change feed that receivers read past the
-    frontier shows nothing for it, and senders (blind appends) never conflict with it.
+    A send commit writes one file per partition, so a file holds the rows of one commit in one
+    partition; the log's commit files say which commit added it (:func:`deltalog.files_added`,
+    read from the first commit some frontier has not passed). Files whose commit is wholly
+    behind their partition's frontier are registered (copied into the messages table, or
+    settled) and nobody reads them again. A file added before the first commit file still in
+    the log counts as added just before it. The files are removed in one commit marked
+    ``dataChange=false``: the change feed that receivers read past the frontier shows nothing
+    for it, and senders (blind appends) never conflict with it.
     """
     # Versions <= done[p] are wholly behind the frontier of p (version 0 is the CREATE).
     done = {p: start_version(f) - 1 for p, f in frontiers.items()}
-    where = " OR ".join(f"(partitionValues['pid'] = '{p}' AND defaultRowCommitVersion <= {v})"
-                        for p, v in done.items() if v >= 1)
-    if not where:
+    ready = sorted(p for p, v in done.items() if v >= 1)
+    if not ready:
         return 0
-    return remove_files_quietly(store.spark, store.inbox_path, where, dry_run=dry_run)[1]
+    lo = min(done.values()) + 1  # every commit before lo is behind every frontier
+
+    def select(version: int):
+        first = deltalog.first_commit_file(store.spark, store.inbox_path, lo, version)
+        added = deltalog.files_added(store.spark, store.inbox_path, first, version)
+        return lambda path, partition: (added.get(path, first - 1)
+                                        <= done.get(int(partition["pid"]), -1))
+
+    where = f"partitionValues['pid'] IN ({', '.join(repr(str(p)) for p in ready)})"
+    return remove_files_quietly(store.spark, store.inbox_path, where, select=select,
+                                dry_run=dry_run)[1]
+
+
+def pending_ids(store, frontiers: Dict[int, int]):
+    """Message ids of inbox rows not registered yet (past their partition's frontier), with
+    their partition and enqueued time (columns ``_pid``, ``_mid``, ``_enq``); None if there
+    are none. Duplicate detection checks these when a receive registers them."""
+    from pyspark.sql import functions as F
+
+    latest = store.latest_version(store.inbox_path)
+    lagging = {p: f for p, f in frontiers.items() if start_version(f) <= latest}
+    if not lagging:
+        return None
+    lo = min(start_version(f) for f in lagging.values())
+    return (inbox_range(store, lagging, frontiers, lo, latest)
+            .where("message_id IS NOT NULL")
+            .select(F.col("pid").alias("_pid"), F.col("message_id").alias("_mid"),
+                    F.col("enqueued_time").alias("_enq")))
+
+
+def frontiers_at(store, moment_ms: int) -> Optional[Dict[int, int]]:
+    """Each partition's frontier in the messages table as it stood at wall-clock time
+    ``moment_ms`` (-1 where none), or None when that state cannot be read any more (the
+    table is younger, or that version's log or files are gone)."""
+    log_, snapshot = latest_snapshot(store.spark, store.messages_path)
+    version = int(snapshot.version())
+    reader = store.spark.read.format("delta")
+    if snapshot.timestamp() > moment_ms:
+        moment = datetime.fromtimestamp(moment_ms / 1000, timezone.utc).isoformat()
+        reader = reader.option("timestampAsOf", moment)
+    else:
+        reader = reader.option("versionAsOf", version)  # the latest commit is older
+    try:
+        rows = (reader.load(store.messages_path).where(f"kind = '{FRONTIER}'")
+                .select("pid", "seq").collect())
+    except Exception:  # noqa: BLE001 - an unreadable past only means: trim nothing
+        return None
+    found = {r.pid: r.seq for r in rows}
+    return {p: found.get(p, -1) for p in range(store.partitions)}
+
+
+def trim_log(store, retain: timedelta, *, dry_run: bool = False) -> int:
+    """Delete inbox commit files no receive can read again; returns how many files.
+
+    A receive reads the change feed from its partition's frontier on. One that started within
+    ``retain`` (at least the operation bound) may hold a frontier read then, so the log is kept
+    from the lowest frontier of ``retain`` ago (:func:`frontiers_at`), back to a checkpoint
+    that already existed then (:func:`deltalog.trim_log`).
+    """
+    before_ms = int((time.time() - retain.total_seconds()) * 1000)
+
+    def keep_from() -> Optional[int]:
+        then = frontiers_at(store, before_ms)
+        return None if then is None else min(start_version(f) for f in then.values())
+
+    return deltalog.trim_log(store.spark, store.inbox_path, before_ms, keep_from,
+                             dry_run=dry_run)

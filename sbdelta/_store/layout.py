@@ -20,6 +20,10 @@ Each entity (a queue today; subscriptions later) has three Delta tables under it
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from .schema import PORTABLE_PROPERTIES
+
 PID_SHIFT = 48
 VERSION_SHIFT = 20
 IDX_MASK = (1 << VERSION_SHIFT) - 1
@@ -83,13 +87,21 @@ COLUMN_NAMES = [name for name, _ in MESSAGES_COLUMNS]
 
 INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
-    "delta.enableDeletionVectors": "false",
-    # Each file's defaultRowCommitVersion tells maintenance which send commit it holds.
-    "delta.enableRowTracking": "true",
+    # Receivers read the change feed of every commit past their partition's frontier, however
+    # old: Delta must not delete those commits from the log by age (its default after 30
+    # days). Compaction trims the log itself, behind every frontier (inbox.trim_log).
+    "delta.enableExpiredLogCleanup": "false",
+    **PORTABLE_PROPERTIES,
 }
-MESSAGES_PROPERTIES = {
-    "delta.enableDeletionVectors": "false",
-}
+MESSAGES_PROPERTIES = dict(PORTABLE_PROPERTIES)
+
+#: The longest any sbdelta operation may take: a receive from reading its snapshot to its
+#: commit, a send from stamping its messages' enqueued time to its commit; clocks of the
+#: processes on a namespace agree within it too. Maintenance never removes what an operation
+#: started less than this long ago may still read or write against: it is the floor of
+#: VACUUM's retention, the delay before inbox log trimming, and how long duplicate-detection
+#: history outlives its window.
+OPERATION_BOUND = timedelta(hours=1)
 
 
 def frontier_at(pid: int, version: int) -> int:

@@ -9,14 +9,15 @@ above ``_store`` talks only to it (and to the names re-exported by ``sbdelta._st
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deadletter, expiry, inbox, reads, receive, schedule, settle
 from .apply import apply_df, as_ops
 from .delta import create_table, delta_log, latest_version, retry, sql_literal
+from .deltalog import require_portable
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
-                     MESSAGES_PROPERTIES, MSG, case_by_pid)
+                     MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import ddl, tblproperties
@@ -44,13 +45,17 @@ class MessageStore:
         return MessageStore(self.spark, self.folder, self.partitions, dead_letter=True)
 
     # -- tables --------------------------------------------------------------------------------
-    def ensure_tables(self) -> None:
+    def ensure_tables(self, what: str = "") -> None:
+        """Create the entity's tables if missing; raise StorageLayoutError for tables of an
+        older layout (``what`` names the entity in that error)."""
         if self.inbox_path:
             create_table(self.spark, self.inbox_path, ddl(INBOX_COLUMNS), partitioned_by="pid",
                          properties=tblproperties(INBOX_PROPERTIES))
-            self.dead_letter_store().ensure_tables()
+            require_portable(self.spark, self.inbox_path, what or self.folder)
+            self.dead_letter_store().ensure_tables(what)
         create_table(self.spark, self.messages_path, ddl(MESSAGES_COLUMNS), partitioned_by="pid",
                      properties=tblproperties(MESSAGES_PROPERTIES))
+        require_portable(self.spark, self.messages_path, what or self.folder)
 
     def delta_log(self, path: str):
         log = self._delta_logs.get(path)
@@ -119,16 +124,37 @@ class MessageStore:
     def purge_inbox(self, frontiers: Dict[int, int], *, dry_run: bool = False) -> int:
         return inbox.purge_inbox(self, frontiers, dry_run=dry_run)
 
+    def trim_inbox_log(self, retain: timedelta, *, dry_run: bool = False) -> int:
+        return inbox.trim_log(self, retain, dry_run=dry_run)
+
     def dead_rows(self, frontiers: Dict[int, int], now: datetime, live_sources=None):
         """Rows nobody reads again: cancellation tombstones behind the frontier, duplicate
-        detection history past its window, and (dead-letter table) COMPLETED tombstones whose
-        source row is gone (``live_sources``: keys still DEADLETTERING in the source)."""
+        detection history no message can still be checked against, and (dead-letter table)
+        COMPLETED tombstones whose source row is gone (``live_sources``: keys still
+        DEADLETTERING in the source).
+
+        History of an id is checked when a receive registers a message (not when it is sent),
+        against the message's enqueued time. It is kept while an inbox row past its partition's
+        frontier (sent, not registered yet) carries the id with an enqueued time inside the
+        window, and for the operation bound past the window: a send in flight stamped its
+        messages' enqueued time up to that long ago, and a sender's clock may lag this one by
+        up to that much.
+        """
         if self.dead_letter:
             return deadletter.completed_tombstones(self, live_sources)
+        from pyspark.sql import functions as F
+
+        m = self.messages()
         case = case_by_pid(frontiers, default="-1")
-        return self.messages().where(
-            f"(kind = '{MSG}' AND state = '{CANCELLED}' AND seq <= {case}) "
-            f"OR (kind = '{DEDUP}' AND dedup_until <= {sql_literal(now)})")
+        tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}' AND seq <= {case}")
+        history = m.where(f"kind = '{DEDUP}' "
+                          f"AND dedup_until <= {sql_literal(now - OPERATION_BOUND)}")
+        pending = inbox.pending_ids(self, frontiers)
+        if pending is not None and not history.isEmpty():
+            history = history.join(
+                pending, F.expr("pid = _pid AND message_id = _mid AND _enq < dedup_until"),
+                "left_anti")
+        return tombstones.unionByName(history)
 
     def purge_rows(self, read_rows, now: datetime) -> int:
         """Delete the rows ``read_rows()`` reads from this table, by revision: one guarded

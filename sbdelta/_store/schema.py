@@ -26,10 +26,23 @@ REGISTRY_COLUMNS = (
     ("updated_at", "TIMESTAMP"),
 )
 
+# Every table sbdelta creates must stay writable by a second Delta engine, delta-rs (the
+# ``deltalake`` package): it refuses tables with row tracking (which brings domain metadata),
+# and its UPDATE, DELETE and MERGE write no deletion vectors. Stating these properties (rather
+# than leaving them to session defaults, e.g. on Databricks) keeps the features off whatever
+# the cluster's defaults say.
+PORTABLE_PROPERTIES = {
+    "delta.enableDeletionVectors": "false",
+    "delta.enableRowTracking": "false",
+}
+#: Table features that make delta-rs 1.6 refuse to write a table (checked when an entity is
+#: opened; only the inbox of sbdelta's first layout has them).
+FOREIGN_FEATURES = ("rowTracking", "domainMetadata")
+
 # Commits to the registry are rare; checkpoints keep its log replay short.
 REGISTRY_PROPERTIES = {
     "delta.checkpointInterval": "10",
-    "delta.enableDeletionVectors": "false",
+    **PORTABLE_PROPERTIES,
 }
 
 
