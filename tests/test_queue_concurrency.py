@@ -20,7 +20,8 @@ from sbdelta.management import ServiceBusAdministrationClient
 
 from .conftest import output_tail, run_logged
 
-MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "2000"))
+# The suite runs the stress at 600 messages; the long run (docs/testing.md) sets 2000 or more.
+MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "600"))
 
 
 def _read(path):
