@@ -122,7 +122,7 @@ def frontiers_at(store, moment_ms: int) -> Optional[Dict[int, int]]:
     """Each partition's frontier in the messages table as it stood at wall-clock time
     ``moment_ms`` (-1 where none), or None when that state cannot be read any more (the
     table is younger, or that version's log or files are gone)."""
-    log_, snapshot = latest_snapshot(store.spark, store.messages_path)
+    _, snapshot = latest_snapshot(store.spark, store.messages_path)
     version = int(snapshot.version())
     reader = store.spark.read.format("delta")
     if snapshot.timestamp() > moment_ms:
