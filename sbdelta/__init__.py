@@ -9,8 +9,9 @@ from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMess
                        ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue)
 from ._servicebus import ServiceBusClient, ServiceBusReceiver, ServiceBusSender
 from ._spark import get_spark
-from .exceptions import (CommitConflictError, ConfigurationError, ImmutablePropertyError, InvalidMessageError, MessageTypeError,
-                         InvalidEntityNameError, InvalidPropertyError, MessageAlreadySettled,
+from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConflictError,
+                         ConfigurationError, ImmutablePropertyError, InvalidMessageError,
+                         MessageTypeError, InvalidEntityNameError, InvalidPropertyError, MessageAlreadySettled,
                          MessageLockLostError, MessageNotFoundError, MessageSizeExceededError,
                          MessagingEntityAlreadyExistsError, MessagingEntityDisabledError,
                          MessagingEntityNotFoundError, OperationTimeoutError,
@@ -52,6 +53,8 @@ __all__ = [
     "OperationTimeoutError",
     "CommitConflictError",
     "MessageLockLostError",
+    "AutoLockRenewFailed",
+    "AutoLockRenewTimeout",
     "MessageAlreadySettled",
     "MessageSizeExceededError",
     "MessageNotFoundError",

@@ -1,53 +1,73 @@
-"""AutoLockRenewer: keeps message locks alive in a background thread (SETTLE-6)."""
+"""AutoLockRenewer: keeps message locks alive in a background thread (SETTLE-6).
+
+Each round renews every due lock of one receiver in ONE commit (a renew settlement of the whole
+list), so ten registered messages cost one MERGE, not ten. A lock is due when less than
+``max(lock_duration / 2, 3 x the slowest renewal seen)`` of it is left by broker time, so a
+renewal starts early enough to land before the lock ends even when commits are slow. A
+failure is never silent: the message leaves the renewer and ``on_lock_renew_failure(message,
+error)`` is called, with :class:`~sbdelta.exceptions.AutoLockRenewFailed` when its lock was
+lost or had already ended, or the renewal's own error.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-from .exceptions import ServiceBusError, ServiceBusInvalidOperationError
+from .exceptions import (AutoLockRenewFailed, ServiceBusError, ServiceBusInvalidOperationError)
 
 log = logging.getLogger("sbdelta")
 
 __all__ = ["AutoLockRenewer"]
 
+FailureCallback = Callable[[Any, Optional[Exception]], None]
+
 
 class _Task:
-    def __init__(self, receiver, message, until: datetime) -> None:
+    def __init__(self, receiver, message, until: datetime,
+                 on_failure: Optional[FailureCallback]) -> None:
         self.receiver = receiver
         self.message = message
         self.until = until
+        self.on_failure = on_failure
         self.done = False
 
 
 class AutoLockRenewer:
     """Renews the locks of registered messages until a total duration has passed.
 
-    A lock is renewed when less than ``renew_before`` (default: half the lock's remaining span
-    at registration, at most 10 s) is left on it, by broker time (the receiver's clock). The
-    renewer checks every ``poll_interval`` seconds of real time. Renewal stops for a message
-    when it is settled, when its ``max_lock_renewal_duration`` is over, or when a renewal
-    fails; ``on_lock_renew_failure(message, error)`` is then called with the error.
-
     Args:
         max_lock_renewal_duration: Default total renewal time per message, seconds (300).
-        on_lock_renew_failure: Optional callback for failed renewals.
-        poll_interval: Seconds between checks (real time).
+        on_lock_renew_failure: Called as ``callback(message, error)`` when a lock could not be
+            kept.
+        executor: Accepted for azure-servicebus compatibility; renewals run on the renewer's
+            own thread, one commit per receiver and round.
+        max_workers: Accepted for compatibility (positive integer); see ``executor``.
+        poll_interval: Seconds of real time between rounds.
     """
 
-    def __init__(self, max_lock_renewal_duration: float = 300, *,
-                 on_lock_renew_failure: Optional[Callable[[Any, Exception], None]] = None,
+    def __init__(self, max_lock_renewal_duration: float = 300,
+                 on_lock_renew_failure: Optional[FailureCallback] = None,
+                 executor: Any = None, max_workers: Optional[int] = None, *,
                  poll_interval: float = 0.2) -> None:
         self._default = _seconds(max_lock_renewal_duration, "max_lock_renewal_duration")
-        self._on_failure = on_lock_renew_failure
+        self._on_failure = _callback(on_lock_renew_failure)
+        if max_workers is not None and (isinstance(max_workers, bool)
+                                        or not isinstance(max_workers, int) or max_workers < 1):
+            raise ServiceBusInvalidOperationError(
+                f"max_workers must be None or an integer >= 1, got {max_workers!r}")
         self._poll = _seconds(poll_interval, "poll_interval")
         self._tasks: List[_Task] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self.renewals = 0
+        self._slowest = 0.0  # seconds of the slowest renewal commit seen
+        self.renewals = 0    # locks renewed
+        self.rounds = 0      # renewal commits
 
     def __enter__(self) -> "AutoLockRenewer":
         return self
@@ -56,7 +76,7 @@ class AutoLockRenewer:
         self.close()
 
     def register(self, receiver, renewable, max_lock_renewal_duration: Optional[float] = None,
-                 on_lock_renew_failure=None) -> None:
+                 on_lock_renew_failure: Optional[FailureCallback] = None) -> None:
         """Keep ``renewable`` (a received, locked message) locked for the given total time."""
         if self._stop.is_set():
             raise ServiceBusInvalidOperationError("this AutoLockRenewer is closed")
@@ -66,8 +86,9 @@ class AutoLockRenewer:
         total = self._default if max_lock_renewal_duration is None else _seconds(
             max_lock_renewal_duration, "max_lock_renewal_duration")
         until = receiver._now() + timedelta(seconds=total)
+        task = _Task(receiver, renewable, until, _callback(on_lock_renew_failure))
         with self._lock:
-            self._tasks.append(_Task(receiver, renewable, until))
+            self._tasks.append(task)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="sbdelta-lock-renewer",
                                                 daemon=True)
@@ -76,33 +97,58 @@ class AutoLockRenewer:
     def _run(self) -> None:
         while not self._stop.wait(self._poll):
             with self._lock:
-                tasks = [t for t in self._tasks if not t.done]
-                self._tasks = tasks
+                self._tasks = [t for t in self._tasks if not t.done]
+                tasks = list(self._tasks)
+            by_receiver: Dict[int, List[_Task]] = defaultdict(list)
             for task in tasks:
-                self._visit(task)
+                by_receiver[id(task.receiver)].append(task)
+            for group in by_receiver.values():
+                try:
+                    self._round(group)
+                except Exception as exc:  # noqa: BLE001 - the thread must not die silently
+                    for task in group:
+                        self._fail(task, exc)
 
-    def _visit(self, task: _Task) -> None:
-        message = task.message
-        if message._settled:
-            task.done = True
+    def _round(self, tasks: List[_Task]) -> None:
+        receiver = tasks[0].receiver
+        now = receiver._now()
+        lock_duration = receiver._lock_duration()
+        margin = max(lock_duration / 2, timedelta(seconds=3 * self._slowest))
+        due = []
+        for task in tasks:
+            message = task.message
+            if message._settled or now >= task.until:
+                task.done = True
+            elif message.locked_until_utc <= now:
+                self._fail(task, AutoLockRenewFailed(
+                    f"the lock on message {message.sequence_number} ended at "
+                    f"{message.locked_until_utc.isoformat()} before it could be renewed"))
+            elif message.locked_until_utc - now <= margin:
+                due.append(task)
+        if not due:
             return
-        now = task.receiver._now()
-        if now >= task.until:
-            task.done = True
-            return
-        remaining = message.locked_until_utc - now
-        lock_duration = task.receiver._client._entities.queue(task.receiver._name) \
-            .properties.lock_duration
-        if remaining > min(timedelta(seconds=10), lock_duration / 2):
-            return
+        started = time.monotonic()
         try:
-            task.receiver.renew_message_lock(message)
-            self.renewals += 1
-        except ServiceBusError as exc:
-            task.done = True
-            log.warning("lock renewal of message %s failed: %s", message.sequence_number, exc)
-            if self._on_failure is not None:
-                self._on_failure(message, exc)
+            receiver._renew_locks([t.message for t in due])  # ONE commit for all of them
+        except ServiceBusError:
+            for task in due:  # find which locks were lost; keep the others
+                try:
+                    receiver._renew_locks([task.message])
+                    self.renewals += 1
+                except ServiceBusError as exc:
+                    self._fail(task, AutoLockRenewFailed(str(exc)))
+            return
+        finally:
+            self._slowest = max(self._slowest, time.monotonic() - started)
+            self.rounds += 1
+        self.renewals += len(due)
+
+    def _fail(self, task: _Task, error: Exception) -> None:
+        task.done = True
+        log.warning("lock renewal of message %s failed: %s", task.message.sequence_number, error)
+        callback = task.on_failure or self._on_failure
+        if callback is not None:
+            callback(task.message, error)
 
     def close(self) -> None:
         """Stop renewing (locks then run out normally)."""
@@ -118,3 +164,10 @@ def _seconds(value: Any, name: str) -> float:
         raise ServiceBusInvalidOperationError(f"{name} must be a positive number of seconds, "
                                               f"got {value!r}")
     return float(value)
+
+
+def _callback(value: Any) -> Optional[FailureCallback]:
+    if value is not None and not callable(value):
+        raise ServiceBusInvalidOperationError(
+            f"on_lock_renew_failure must be a callable (message, error) or None, got {value!r}")
+    return value

@@ -589,6 +589,13 @@ class ServiceBusReceiver:
             locked_until=now + entity.policy.lock_duration if action == "renew" else None,
             reason=reason, description=description)
 
+    def _renew_locks(self, messages: List[ServiceBusReceivedMessage]) -> None:
+        """Renew many locks in ONE commit, all or none (the AutoLockRenewer's round)."""
+        self._settle(list(messages), "renew")
+
+    def _lock_duration(self) -> timedelta:
+        return self._client._entities.queue(self._name).properties.lock_duration
+
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
         """Remove the message (SETTLE-1). Needs a valid lock held by this receiver."""
         self._settle([message], "complete")

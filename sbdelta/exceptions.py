@@ -33,6 +33,8 @@ __all__ = [
     "ConfigurationError",
     "SparkSetupError",
     "StorageLayoutError",
+    "AutoLockRenewFailed",
+    "AutoLockRenewTimeout",
 ]
 
 
@@ -78,6 +80,14 @@ class CommitConflictError(ServiceBusError):
 
 class MessageLockLostError(ServiceBusError):
     """The lock on a message expired, was never held by this receiver, or was taken over."""
+
+
+class AutoLockRenewFailed(ServiceBusError):
+    """An AutoLockRenewer could not keep a lock: it was lost or had ended (as azure-servicebus)."""
+
+
+class AutoLockRenewTimeout(ServiceBusError):
+    """The renewer's total renewal time for a lock is over (as azure-servicebus)."""
 
 
 class MessageAlreadySettled(ServiceBusError):

@@ -639,3 +639,69 @@ def test_ttl_1_recv_4_broker_times_are_utc_in_any_session_time_zone(spark, clien
         assert str(due) == "later" and due.enqueued_time_utc == START + timedelta(minutes=2)
     finally:
         spark.conf.set("spark.sql.session.timeZone", saved)
+
+
+def _wait_for(condition, seconds=180):
+    import time
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)  # waits for the renewer thread, never for a lock duration
+    return condition()
+
+
+def test_settle_6_auto_lock_renewer_keeps_ten_locks_for_100_s_in_one_commit_per_round(
+        client, queue, clock):
+    """Issue 12 (12): ten locks of one receiver renewed together, one commit per round, over
+    100 s of broker time with 30 s locks; SDK arguments accepted; nothing fails."""
+    from sbdelta._store import latest_version
+
+    name = queue(lock_duration=timedelta(seconds=30))
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(10)])
+    receiver = client.get_queue_receiver(name)
+    messages = receive_all(receiver, 10)
+    assert len(messages) == 10
+    failures = []
+    renewer = AutoLockRenewer(max_lock_renewal_duration=300, executor=None, max_workers=4,
+                              on_lock_renew_failure=lambda m, e: failures.append((m, e)),
+                              poll_interval=0.05)
+    table = client._entities.queue(name).store.messages_path
+    before = latest_version(client.spark, table)
+    for m in messages:
+        renewer.register(receiver, m)
+    for _ in range(10):  # 100 s of broker time
+        clock.advance(timedelta(seconds=10))
+        assert _wait_for(lambda: all(m.locked_until_utc - clock.now() > timedelta(seconds=15)
+                                     for m in messages))
+    renewer.close()
+    assert failures == []
+    commits = latest_version(client.spark, table) - before
+    assert renewer.rounds >= 3 and commits == renewer.rounds
+    assert renewer.renewals == 10 * renewer.rounds
+    assert receiver.complete_messages(messages) == 10
+
+
+def test_settle_6_auto_lock_renewer_reports_a_lost_lock_and_keeps_the_others(client, queue,
+                                                                              clock):
+    from sbdelta import AutoLockRenewFailed
+
+    name = queue(lock_duration=timedelta(seconds=30))
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    receiver = client.get_queue_receiver(name)
+    a, b = receiver.receive_messages(2)
+    clock.advance(timedelta(seconds=15))
+    receiver.renew_message_lock(a)                 # a until +45, b until +30
+    clock.advance(timedelta(seconds=16))           # b's lock is over, a has 14 s left
+    failures = []
+    with AutoLockRenewer(on_lock_renew_failure=lambda m, e: failures.append((m, e)),
+                         poll_interval=0.05) as renewer:
+        renewer.register(receiver, a)
+        renewer.register(receiver, b)
+        assert _wait_for(lambda: failures and renewer.renewals == 1)
+    assert [(m.sequence_number, type(e)) for m, e in failures] == [
+        (b.sequence_number, AutoLockRenewFailed)]
+    assert a.locked_until_utc == START + timedelta(seconds=61)
+    receiver.complete_message(a)
+    for bad in ({"max_workers": 0}, {"on_lock_renew_failure": "log"},
+                {"max_lock_renewal_duration": -1}):
+        with pytest.raises(ServiceBusInvalidOperationError):
+            AutoLockRenewer(**bad)

@@ -31,7 +31,7 @@ from .inbox import inbox_range
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MAX_DELIVERY_REASON, MSG,
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, key_sql, pid_list,
                      start_version)
-from .locks import Policy, conditions, expired_sql
+from .locks import Policy, conditions, expired_sql, over_limit_sql
 
 #: Rows one sweep batch handles at most.
 DEFAULT_BATCH = 10000
@@ -56,7 +56,7 @@ def expiry_ops(policy: Policy, action_rows):
     dead-letter them (mark DEADLETTERING) or drop them (TTL-6, RECV-5)."""
     from pyspark.sql import functions as F
 
-    over = f"delivery_count >= {policy.max_delivery_count}"
+    over = over_limit_sql(policy)
     to_dlq = f"({over}) OR {str(policy.dead_letter_on_expiration).upper()}"
     reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
     desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
@@ -94,7 +94,7 @@ def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run:
     from pyspark.sql import functions as F
 
     _, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
-    over = "FALSE" if store.dead_letter else f"delivery_count >= {policy.max_delivery_count}"
+    over = over_limit_sql(policy, dead_letter=store.dead_letter)
     m = store.messages()
     act = m.where(f"{action} AND state <> '{DEADLETTERING}'")
     if not dry_run:

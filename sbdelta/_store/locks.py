@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Optional, Tuple
 
 from .delta import sql_literal
-from .layout import ACTIVE, DEADLETTERING, MSG, SCHEDULED, SEQ_MASK
+from .layout import ACTIVE, DEADLETTERING, DEFERRED, MSG, SCHEDULED, SEQ_MASK
 
 
 @dataclass(frozen=True)
@@ -88,21 +88,35 @@ def expired_sql(policy: Policy, now: datetime, *, dead_letter: bool, prefix: str
     return f"coalesce({exp} <= {sql_literal(now)}, FALSE)"
 
 
+def over_limit_sql(policy: Policy, *, dead_letter: bool = False) -> str:
+    """RECV-5: the row's message reached the delivery limit. A deferred message never does:
+    it is delivered only when asked for by number (SETTLE-4), and expiry is what ends it."""
+    if dead_letter:
+        return "FALSE"
+    return f"(state <> '{DEFERRED}' AND delivery_count >= {policy.max_delivery_count})"
+
+
+def free_sql(now: datetime) -> str:
+    """Nobody holds the row's lock: never locked, or the lock ended (RECV-4, TTL-5)."""
+    return f"(locked_until IS NULL OR locked_until <= {sql_literal(now)})"
+
+
 def conditions(policy: Policy, now: datetime, *, dead_letter: bool) -> Tuple[str, str, str]:
     """SQL over ``messages`` rows: (claimable, needs-action, expired).
 
     Claimable: visible, unlocked (or its lock expired: RECV-4), not expired, under the delivery
-    limit. Needs action: free but expired (TTL-5/6) or at the delivery limit (RECV-5), or left
-    half-way through a dead-letter move.
+    limit. Needs action: free but expired (TTL-5/6) or at the delivery limit (RECV-5), a free
+    deferred message that expired (SETTLE-4 with TTL-4/6), or a row left half-way through a
+    dead-letter move.
     """
-    now_sql = sql_literal(now)
+    free = free_sql(now)
     live = (f"kind = '{MSG}' AND state IN ('{ACTIVE}', '{SCHEDULED}') "
-            f"AND visible_at <= {now_sql} "
-            f"AND (locked_until IS NULL OR locked_until <= {now_sql})")
+            f"AND visible_at <= {sql_literal(now)} AND {free}")
+    deferred = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free}"
     expired = expired_sql(policy, now, dead_letter=dead_letter)
-    over = "FALSE" if dead_letter else f"delivery_count >= {policy.max_delivery_count}"
+    over = over_limit_sql(policy, dead_letter=dead_letter)
     claimable = f"({live} AND NOT ({expired}) AND NOT ({over}))"
-    action = (f"(({live} AND (({expired}) OR ({over}))) "
+    action = (f"(({live} AND (({expired}) OR ({over}))) OR ({deferred} AND ({expired})) "
               f"OR (kind = '{MSG}' AND state = '{DEADLETTERING}'))")
     return claimable, action, expired
 

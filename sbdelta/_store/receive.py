@@ -26,7 +26,7 @@ from .inbox import scan_inbox
 from .layout import (CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
                      SCHEDULED, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid,
                      frontier_at, key_sql, pid_list, start_version)
-from .locks import Policy, conditions, expired_sql, grant, lock_token_prefix
+from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .schema import ddl
 
 
@@ -313,12 +313,13 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
                      what: str):
     """SETTLE-4: lock (or, ``delete``, remove) deferred messages by sequence number, in ONE
     commit. Returns their rows sorted by sequence number. Raises MessageNotFoundError, changing
-    nothing, when any of them is not a deferred message of this entity free to lock."""
+    nothing, when any of them is not a deferred message of this entity free to lock, or has
+    expired (TTL-4: it waits for the sweep, which dead-letters or drops it)."""
+    free = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free_sql(now)}"
+    expired = expired_sql(policy, now, dead_letter=store.dead_letter)
+
     def step():
-        now_sql = sql_literal(now)
-        rows, pids = store.rows_by_seq(
-            seqs, f"kind = '{MSG}' AND state = '{DEFERRED}' "
-                  f"AND (locked_until IS NULL OR locked_until <= {now_sql})")
+        rows, pids = store.rows_by_seq(seqs, f"{free} AND NOT ({expired})")
         if delete:
             plan = as_ops(rows, "delete", out=True)
         else:
@@ -328,11 +329,21 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
         found = plan.orderBy("seq").collect()
         missing = sorted(set(seqs) - {r.seq for r in found})
         if missing:
-            raise MessageNotFoundError(
-                f"{what}: no deferred message with sequence number(s) {missing} is available "
-                "(not deferred, already settled, or locked by another receiver); nothing was "
-                "received")
+            raise _unavailable(store, missing, f"{free} AND {expired}", what)
         apply_df(store, plan.drop("_out"), pids, now)
         return found
 
     return retry(step, what=what)
+
+
+def _unavailable(store, missing: List[int], expired_where: str, what: str):
+    """The error for deferred messages ``missing`` from a receive: which of them expired
+    (``expired_where``), and which are not available at all."""
+    gone = sorted(r.seq for r in store.rows_by_seq(missing, expired_where)[0]
+                  .select("seq").collect())
+    others = [s for s in missing if s not in gone]
+    parts = [f"deferred message(s) {gone} expired (their time to live is over)"] if gone else []
+    if others:
+        parts.append(f"no deferred message with sequence number(s) {others} is available (not "
+                     "deferred, already settled, or locked by another receiver)")
+    return MessageNotFoundError(f"{what}: {'; '.join(parts)}; nothing was received")
