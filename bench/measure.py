@@ -43,7 +43,7 @@ class Sizes:
 
 
 MODES: Dict[str, Sizes] = {
-    # tiny: a smoke run (tests/test_bench_smoke.py); one repetition, figures mean nothing.
+    # tiny: a smoke run (tests/jobs/test_bench_smoke.py); one repetition, figures mean nothing.
     "tiny": Sizes(reps=1, send=[100], send_64k=[], send_messages=[(100, 100)],
                   receive=[50], backlog=[100, 300], backlog_receive=20, backlog_chunk=100,
                   latency_reps=2, drain=100, drain_chunk=100, drain_batch=100, drain_reps=1,

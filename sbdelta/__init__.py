@@ -7,7 +7,9 @@ from ._autolock import AutoLockRenewer
 from ._clock import Clock, ManualClock, SystemClock
 from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
                        ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue)
-from ._servicebus import ServiceBusClient, ServiceBusReceiver, ServiceBusSender
+from ._client import ServiceBusClient
+from ._receiver import ServiceBusReceiver
+from ._sender import ServiceBusSender
 from ._spark import get_spark
 from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConflictError,
                          ConfigurationError, ImmutablePropertyError, InvalidMessageError,

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 from ._message import SYSTEM_STRING_FIELDS
 from ._store import (INBOX_COLUMNS, MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING,
                      PING_CONTENT_TYPE, codec)
-from ._store.delta import sql_literal
+from ._store import sql_literal
 from .exceptions import ServiceBusInvalidOperationError
 
 ALLOWED_COLUMNS = ("body",) + SYSTEM_STRING_FIELDS + (
@@ -96,12 +96,13 @@ def _check_schema(df) -> Dict[str, object]:
     return fields
 
 
-def send_dataframe(sender, entity, df, now: datetime) -> int:
-    """See :meth:`sbdelta.ServiceBusSender.send_dataframe`.
+def inbox_frame(entity, df, now: datetime):
+    """``df`` as inbox rows of ``entity`` (:meth:`sbdelta.ServiceBusSender.send_dataframe`).
 
-    No Spark job of its own: the rows are numbered per partition and written in one commit,
-    every row check (:mod:`sbdelta._store.codec`) runs inside that write and fails it before
-    anything commits, and the count is the commit's ``numOutputRows`` in the Delta log.
+    No Spark job of its own: the rows are numbered per partition, and every row check
+    (:mod:`sbdelta._store.codec`) is a column that fails the write that evaluates it, before
+    anything commits. The sender appends them in one commit and counts them from its
+    ``numOutputRows`` in the Delta log.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -163,6 +164,5 @@ def send_dataframe(sender, entity, df, now: datetime) -> int:
     idx = F.row_number().over(Window.partitionBy("pid").orderBy("_order")) - 1
     rows = rows.withColumn("idx", codec.checked(
         idx, idx >= MAX_ROWS_PER_PARTITION_PER_COMMIT, "SEND_PARTITION_FULL"))
-    appended = sender._append(entity, rows.select(*[name for name, _ in INBOX_COLUMNS]))
-    return appended[1] if appended else 0
+    return rows.select(*[name for name, _ in INBOX_COLUMNS])
 

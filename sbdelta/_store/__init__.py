@@ -6,13 +6,15 @@ columns (:mod:`.layout`, :mod:`.schema`), the lock room (:mod:`.locks`), the set
 verb on to the module that owns it.
 """
 
-from .delta import latest_version, retry
+from .codec import inbox_rows
+from .delta import checkpoint, latest_version, optimize, retry, sql_literal, vacuum
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS, INBOX_NAMES,
                      MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, PID_SHIFT, PING,
                      PING_CONTENT_TYPE, SCHEDULED, msg_key, partition_of, sequence_number)
 from .locks import DLQ_POLICY, Policy, seq_of_token
 from .messages import Counts, MessageStore
+from .schema import ddl
 from .settle import Disposition, Locked, Settlement
 
 __all__ = [
@@ -20,11 +22,11 @@ __all__ = [
     "MessageStore", "Counts", "INBOX_COLUMNS", "INBOX_NAMES", "MAX_ROWS_PER_PARTITION_PER_COMMIT",
     "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
     "PING_CONTENT_TYPE", "PID_SHIFT", "msg_key", "partition_of", "sequence_number",
-    "OPERATION_BOUND",
+    "OPERATION_BOUND", "ddl", "inbox_rows", "sql_literal",
     # locks and settlement
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement",
     # commits
-    "latest_version", "retry",
+    "latest_version", "retry", "checkpoint", "optimize", "vacuum",
     # maintenance
     "DEFAULT_SWEEP_BATCH",
 ]

@@ -14,7 +14,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deadletter, expiry, inbox, reads, receive, schedule, settle
 from .apply import apply_df, as_ops
-from .delta import create_table, delta_log, latest_version, retry, sql_literal
+from .codec import send_error
+from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
+                    sql_literal)
 from .deltalog import require_portable
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
                      MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid)
@@ -75,9 +77,14 @@ class MessageStore:
         return conditions(policy, now, dead_letter=self.dead_letter)
 
     # -- send, receive, settle -----------------------------------------------------------------
-    def append(self, df) -> Optional[Tuple[int, int]]:
-        """One inbox commit: (version, rows written), None when ``df`` had no rows."""
-        return inbox.append(self, df)
+    def append(self, df, *, limit: int, entity: str) -> Optional[Tuple[int, int]]:
+        """One inbox commit: (version, rows written), None when ``df`` had no rows. A row check
+        inside the write that fails (``send_dataframe``) raises its sbdelta error, naming
+        ``entity`` and the size ``limit``; nothing is written then."""
+        try:
+            return run_guarded(lambda: inbox.append(self, df))
+        except GuardTripped as tripped:
+            raise send_error(tripped.code, limit=limit, entity=entity) from None
 
     def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool):
         return receive.acquire(self, n, policy=policy, now=now, delete=delete)

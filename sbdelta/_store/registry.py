@@ -67,6 +67,10 @@ class Registry:
         rows = self._read(f"key = {sql_literal(key)}")
         return rows[0] if rows else None
 
+    def all(self) -> List[RegistryRow]:
+        """Every entity of the namespace (queues, topics, subscriptions, rules), by key."""
+        return self._read("TRUE")
+
     def list(self, kind: str, parent: Optional[str] = None) -> List[RegistryRow]:
         where = f"kind = {sql_literal(kind)}"
         if parent is not None:

@@ -18,7 +18,7 @@ import pytest
 from sbdelta import ManualClock, ServiceBusClient, ServiceBusSubQueue
 from sbdelta.management import ServiceBusAdministrationClient
 
-from .conftest import output_tail, run_logged
+from ..conftest import output_tail, run_logged
 
 # The suite runs the stress at 600 messages; the long run (docs/testing.md) sets 2000 or more.
 MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "600"))

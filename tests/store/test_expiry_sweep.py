@@ -10,7 +10,7 @@ from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOp
 from sbdelta.maintenance import expire_messages
 from sbdelta.management import ServiceBusAdministrationClient
 
-from .conftest import spark_submit
+from ..conftest import spark_submit
 
 START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

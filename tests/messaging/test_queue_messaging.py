@@ -17,7 +17,7 @@ from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, Mes
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from sbdelta.management import EntityStatus
 
-from .conftest import START  # the clock, admin, client and queue fixtures are in conftest.py
+from ..conftest import START  # the clock, admin, client and queue fixtures are in conftest.py
 
 
 @pytest.fixture(scope="module")

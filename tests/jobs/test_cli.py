@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from sbdelta.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = str(ROOT / "conf" / "namespace.json")
 
 

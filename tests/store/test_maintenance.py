@@ -21,7 +21,7 @@ from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOp
 from sbdelta.maintenance import MIN_RETAIN_HOURS, compact, delete_idle_entities
 from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter
 
-from .conftest import START, spark_submit
+from ..conftest import START, spark_submit
 _names = itertools.count()
 
 

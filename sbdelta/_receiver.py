@@ -1,309 +1,36 @@
-"""ServiceBusClient, its senders and receivers: the messaging API, as in azure-servicebus.
-
-Time: every broker decision (lock expiry, TTL, schedules, duplicate windows) uses the client's
-``clock``; only waiting for messages (``max_wait_time``) uses real monotonic time.
-"""
+"""ServiceBusReceiver: receives from one queue or its dead-letter queue, and settles."""
 
 from __future__ import annotations
 
-import itertools
-import random
 import time
-import zlib
 from datetime import datetime, timedelta
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
-from ._clock import Clock, from_spark, utc
-from ._entity import Entity, EntityResolver
-from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
-                       ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue,
-                       decode_properties, encode_properties, to_message_list)
-from ._activity import ActivityTracker
-from ._namespace import Namespace
-from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, INBOX_COLUMNS, PID_SHIFT, SCHEDULED,
-                     Disposition, Locked, MessageStore, Settlement, seq_of_token,
-                     sequence_number)
-from ._store.codec import inbox_rows, send_error
-from ._store.delta import GuardTripped, run_guarded
-from ._store.schema import ddl
+from ._clock import from_spark
+from ._entity import Entity
+from ._handler import Handler, positive_int, wait_seconds
+from ._handler import sequence_numbers as to_sequence_numbers
+from ._message import (ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
+                       ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties,
+                       encode_properties)
+from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
+                     MessageStore, Settlement, seq_of_token)
 from .exceptions import (MessageAlreadySettled, MessageLockLostError,
-                         MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
+                         ServiceBusInvalidOperationError)
 
-__all__ = ["ServiceBusClient", "ServiceBusSender", "ServiceBusReceiver"]
+if TYPE_CHECKING:
+    from ._client import ServiceBusClient
 
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ServiceBusInvalidOperationError(
-            f"{name} must be an integer >= 1, got {value!r}")
-    return value
+__all__ = ["ServiceBusReceiver"]
 
 
-def _wait_seconds(value: Any, name: str) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ServiceBusInvalidOperationError(
-            f"{name} must be None or a number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
-class ServiceBusClient:
-    """Entry point for sending and receiving on one namespace.
-
-    Args:
-        namespace: The namespace root (local folder or Hadoop URI).
-        spark: The SparkSession to use; default: the active one with Delta, else a local one.
-        clock: Broker time, any object with ``now() -> aware UTC datetime``.
-    """
-
-    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
-        self._ns = Namespace(namespace, spark=spark, clock=clock)
-        self._entities = EntityResolver(self._ns)
-        self._activity = ActivityTracker(self._ns)
-        self._closed = False
-
-    @property
-    def namespace(self) -> str:
-        return self._ns.root
-
-    @property
-    def spark(self):
-        return self._ns.spark
-
-    def __enter__(self) -> "ServiceBusClient":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Release the client (the Spark session is left running: it is not the client's)."""
-        self._closed = True
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ServiceBusInvalidOperationError("this ServiceBusClient is closed")
-
-    def get_queue_sender(self, queue_name: str) -> "ServiceBusSender":
-        """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing)."""
-        self._check_open()
-        self._entities.queue(queue_name)
-        return ServiceBusSender(self, queue_name)
-
-    def get_queue_receiver(self, queue_name: str, *,
-                           receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
-                           sub_queue: Optional[ServiceBusSubQueue] = None,
-                           max_wait_time: Optional[float] = None,
-                           prefetch_count: int = 0) -> "ServiceBusReceiver":
-        """A receiver for ``queue_name`` or, with ``sub_queue=DEAD_LETTER``, its dead-letter queue.
-
-        ``max_wait_time`` (seconds) is how long a receive waits for the first message; None
-        means one look and return. ``prefetch_count`` is accepted for compatibility: receives
-        are batch reads already, so there is nothing to prefetch.
-        """
-        self._check_open()
-        try:
-            mode = ServiceBusReceiveMode(receive_mode)
-        except ValueError:
-            raise ServiceBusInvalidOperationError(
-                f"receive_mode must be ServiceBusReceiveMode.PEEK_LOCK or RECEIVE_AND_DELETE, "
-                f"got {receive_mode!r}") from None
-        if sub_queue is not None:
-            try:
-                sub_queue = ServiceBusSubQueue(sub_queue)
-            except ValueError:
-                raise ServiceBusInvalidOperationError(
-                    f"sub_queue must be None or ServiceBusSubQueue.DEAD_LETTER, got {sub_queue!r}"
-                ) from None
-            if sub_queue is not ServiceBusSubQueue.DEAD_LETTER:
-                raise ServiceBusInvalidOperationError(
-                    "only ServiceBusSubQueue.DEAD_LETTER exists here: sbdelta has no transfer "
-                    "dead-letter queue (forwarding failures are dead-lettered normally)")
-        if isinstance(prefetch_count, bool) or not isinstance(prefetch_count, int) \
-                or prefetch_count < 0:
-            raise ServiceBusInvalidOperationError(
-                f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
-        self._entities.queue(queue_name)
-        return ServiceBusReceiver(self, queue_name, mode, sub_queue,
-                                  _wait_seconds(max_wait_time, "max_wait_time"))
-
-
-class ServiceBusSender:
-    """Sends to one queue. Every send is one Delta commit: all of it or nothing (SEND-1/2)."""
-
-    def __init__(self, client: ServiceBusClient, queue_name: str) -> None:
-        self._client = client
-        self._name = queue_name
-        self._round_robin = itertools.count(random.randrange(1 << 16))
-
-    @property
-    def entity_name(self) -> str:
-        return self._name
-
-    def __enter__(self) -> "ServiceBusSender":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def close(self) -> None:
-        pass
-
-    def _entity(self) -> Entity:
-        self._client._check_open()
-        entity = self._client._entities.queue(self._name)
-        entity.check_send()
-        self._client._activity.touch(entity.store.folder)  # IDLE-2: sends are activity
-        return entity
-
-    def create_message_batch(self, max_size_in_bytes: Optional[int] = None) -> ServiceBusMessageBatch:
-        """An empty batch; at most the queue's max message size unless a smaller one is given."""
-        limit = self._entity().max_message_size
-        if max_size_in_bytes is not None:
-            size = _positive_int(max_size_in_bytes, "max_size_in_bytes")
-            if size > limit:
-                raise ValueError(
-                    f"max_size_in_bytes {size} is larger than the queue allows ({limit} bytes)")
-            limit = size
-        return ServiceBusMessageBatch(limit)
-
-    # -- rows ----------------------------------------------------------------------------------
-    def _partition(self, message: ServiceBusMessage, entity: Entity) -> int:
-        partitions = entity.store.partitions
-        if partitions == 1:
-            return 0
-        # PART-2: SessionId, then PartitionKey, then MessageId under duplicate detection.
-        key = message.session_id or message.partition_key
-        if key is None and entity.properties.requires_duplicate_detection:
-            key = message.message_id
-        if key is None:
-            return next(self._round_robin) % partitions
-        return zlib.crc32(key.encode("utf-8")) % partitions
-
-    def _write(self, messages: List[ServiceBusMessage], *, schedule: Optional[datetime] = None,
-               need_seqs: bool = False) -> List[int]:
-        entity = self._entity()
-        if not messages:
-            return []
-        rows = inbox_rows(messages, now=self._client._ns.clock.now(), schedule=schedule,
-                          ttl_cap=entity.ttl_cap, limit=entity.max_message_size,
-                          entity=f"queue '{entity.name}'",
-                          partition=lambda message: self._partition(message, entity))
-        df = self._client.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
-        version, _ = self._append(entity, df)
-        if not need_seqs:
-            return []
-        return [sequence_number(r[0], version, r[1]) for r in rows]
-
-    def _append(self, entity: Entity, rows) -> Optional[Tuple[int, int]]:
-        """Append ``rows`` to the queue's inbox in one commit: (version, rows), None if empty.
-
-        The queue may be deleted while the send runs (its registry row first, then its folder).
-        A send that then fails, or commits to a folder the registry no longer points at, raises
-        MessagingEntityNotFoundError instead of reporting a message no entity holds (SEND-1).
-        Row checks of ``send_dataframe`` that fail the write become their sbdelta error.
-        """
-        try:
-            appended = run_guarded(lambda: entity.store.append(rows))
-        except GuardTripped as tripped:
-            raise send_error(tripped.code, limit=entity.max_message_size,
-                             entity=f"queue '{entity.name}'") from None
-        except Exception:  # noqa: BLE001 - re-raised unless the queue is gone
-            self._raise_if_deleted(entity)
-            raise
-        self._raise_if_deleted(entity)
-        return appended
-
-    def _raise_if_deleted(self, entity: Entity) -> None:
-        current = self._client._entities.refresh(self._name)  # no job unless the registry moved
-        if current is not None and current.store.folder == entity.store.folder:
-            return
-        # Incarnation folders are never reused, so whatever this send left there is garbage.
-        self._client._ns.remove_tree(entity.store.folder)
-        raise MessagingEntityNotFoundError(
-            f"queue '{self._name}' was deleted while the send was in flight: no queue holds "
-            "its messages. Create the queue again and resend")
-
-    # -- API -----------------------------------------------------------------------------------
-    def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
-                                           ServiceBusMessageBatch], *,
-                      timeout: Optional[float] = None) -> None:
-        """Send one message, a list, or a batch, in ONE commit (all or nothing).
-
-        Raises:
-            MessageSizeExceededError: a message is larger than the queue allows.
-            MessagingEntityDisabledError: the queue is Disabled or SendDisabled.
-            MessageTypeError / InvalidMessageError: not messages, or invalid fields.
-        """
-        self._write(to_message_list(message))
-
-    def schedule_messages(self, messages: Union[ServiceBusMessage, Sequence[ServiceBusMessage]],
-                          schedule_time_utc: datetime, *,
-                          timeout: Optional[float] = None) -> List[int]:
-        """Send messages that become visible at ``schedule_time_utc``; returns their sequence
-        numbers (for :meth:`cancel_scheduled_messages`)."""
-        if not isinstance(schedule_time_utc, datetime):
-            raise ServiceBusInvalidOperationError(
-                f"schedule_time_utc must be a datetime, got {type(schedule_time_utc).__name__}")
-        if schedule_time_utc.tzinfo is None:
-            schedule_time_utc = schedule_time_utc.replace(tzinfo=utc_zone())
-        return self._write(to_message_list(messages), schedule=utc(schedule_time_utc),
-                           need_seqs=True)
-
-    def cancel_scheduled_messages(self, sequence_numbers: Union[int, Sequence[int]], *,
-                                  timeout: Optional[float] = None) -> None:
-        """Cancel scheduled messages that have not become visible yet (one commit, all or none).
-
-        Raises:
-            MessageNotFoundError: a number is not a scheduled message of this queue still
-                waiting for its time (unknown, already enqueued or delivered, or an ordinary
-                message); nothing is cancelled.
-            ServiceBusInvalidOperationError: a number is not an integer in [0, 2**63).
-        """
-        seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(sequence_numbers)
-        for s in seqs:
-            if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2 ** 63:
-                raise ServiceBusInvalidOperationError(
-                    f"sequence numbers are integers in [0, 2**63), got {s!r}")
-        entity = self._entity()
-        if not seqs:
-            return
-        entity.store.cancel_scheduled(seqs, self._client._ns.clock.now(),
-                                      what=f"cancel scheduled messages on queue '{self._name}'")
-
-    def send_dataframe(self, df) -> int:
-        """Send every row of a DataFrame in ONE commit; returns the number of messages sent.
-
-        Columns: ``body`` (string or binary, required) and any of ``message_id``,
-        ``session_id``, ``partition_key``, ``content_type``, ``correlation_id``, ``subject``,
-        ``to``, ``reply_to``, ``reply_to_session_id`` (strings), ``application_properties``
-        (a map or struct, or a JSON object string), ``time_to_live`` (seconds, a number) and
-        ``scheduled_enqueue_time_utc`` (timestamp). Rows are checked before anything is
-        written: one bad row and nothing is sent.
-        """
-        from ._dataframe import send_dataframe
-
-        entity = self._entity()
-        return send_dataframe(self, entity, df, self._client._ns.clock.now())
-
-
-def utc_zone():
-    from datetime import timezone
-
-    return timezone.utc
-
-
-class ServiceBusReceiver:
+class ServiceBusReceiver(Handler):
     """Receives from one queue or its dead-letter queue."""
 
-    def __init__(self, client: ServiceBusClient, queue_name: str,
+    def __init__(self, client: "ServiceBusClient", queue_name: str,
                  receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
                  max_wait_time: Optional[float]) -> None:
-        self._client = client
-        self._name = queue_name
+        super().__init__(client, queue_name)
         self._mode = receive_mode
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
@@ -319,15 +46,6 @@ class ServiceBusReceiver:
     def receive_mode(self) -> ServiceBusReceiveMode:
         return self._mode
 
-    def __enter__(self) -> "ServiceBusReceiver":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def close(self) -> None:
-        pass
-
     def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:
         """Messages one by one until a receive (waiting ``max_wait_time``) finds none."""
         while True:
@@ -338,11 +56,8 @@ class ServiceBusReceiver:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _entity(self) -> Entity:
-        self._client._check_open()
-        entity = self._client._entities.queue(self._name)
+        entity = self._lookup()
         entity.check_receive()
-        # IDLE-2: receives, peeks and settlements are activity (one small file a minute).
-        self._client._activity.touch(entity.store.folder)
         return entity
 
     def _store(self, entity: Entity) -> MessageStore:
@@ -352,9 +67,6 @@ class ServiceBusReceiver:
 
     def _policy(self, entity: Entity):
         return DLQ_POLICY if self._sub_queue else entity.policy
-
-    def _now(self) -> datetime:
-        return self._client._ns.clock.now()
 
     def _to_message(self, row, entity: Entity, *, peeked: bool = False) -> ServiceBusReceivedMessage:
         get = row.asDict()
@@ -424,9 +136,9 @@ class ServiceBusReceiver:
         message; returns an empty list if none came. Expired, deferred, scheduled and locked
         messages are never returned.
         """
-        n = _positive_int(1 if max_message_count is None else max_message_count,
+        n = positive_int(1 if max_message_count is None else max_message_count,
                           "max_message_count")
-        wait = _wait_seconds(max_wait_time, "max_wait_time")
+        wait = wait_seconds(max_wait_time, "max_wait_time")
         wait = self._max_wait_time if wait is None else wait
         deadline = time.monotonic() + (wait or 0.0)
         while True:
@@ -446,7 +158,7 @@ class ServiceBusReceiver:
         enqueued_time_utc, expires_at_utc. Settle them in one commit with
         :meth:`complete_messages` (or abandon/defer/dead-letter) passing the DataFrame.
         """
-        n = _positive_int(max_message_count, "max_message_count")
+        n = positive_int(max_message_count, "max_message_count")
         entity = self._entity()
         out, _ = self._acquire(n, entity)
         from pyspark.sql import functions as F
@@ -473,14 +185,9 @@ class ServiceBusReceiver:
         Raises MessageNotFoundError (and changes nothing) if any of them is not deferred here
         or is locked by another receiver.
         """
-        seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(sequence_numbers)
-        for s in seqs:
-            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-                raise ServiceBusInvalidOperationError(
-                    f"sequence numbers are integers >= 0, got {s!r}")
+        seqs = to_sequence_numbers(sequence_numbers)
         if not seqs:
             return []
-        seqs = list(dict.fromkeys(seqs))
         entity = self._entity()
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
         found = self._store(entity).receive_deferred(
@@ -498,16 +205,14 @@ class ServiceBusReceiver:
         than asked; call again to page on. Peek may show expired messages (TTL-4) and shows
         deferred and scheduled ones with their state.
         """
-        n = _positive_int(max_message_count, "max_message_count")
+        n = positive_int(max_message_count, "max_message_count")
         if sequence_number is not None:
             if isinstance(sequence_number, bool) or not isinstance(sequence_number, int) \
                     or sequence_number < 0:
                 raise ServiceBusInvalidOperationError(
                     f"sequence_number must be an integer >= 0, got {sequence_number!r}")
             self._next_peek = sequence_number
-        self._client._check_open()
-        entity = self._client._entities.queue(self._name)  # peek works on disabled queues
-        self._client._activity.touch(entity.store.folder)  # IDLE-2: a peek is activity
+        entity = self._lookup()  # peek works on disabled queues
         store = self._store(entity)
         now = self._now()
         while True:

@@ -8,7 +8,7 @@ sbdelta case shows the link(2) log store never lets two processes both win a ver
 The control (the same race through Delta's LocalLogStore) is timing-dependent on a loaded
 2-core machine, so it is not a CI test; run it by hand:
 
-    .venv/bin/python -m tests.test_logstore_race
+    .venv/bin/python -m tests.multiprocess.test_logstore_race
 
 It prints how many versions two processes both "won" (one commit lost each time). Seen on
 this machine: 4 of 150 with LocalLogStore in one run, 0 in the next; 0 with sbdelta's store.

@@ -5,7 +5,7 @@ import time
 from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.management import ServiceBusAdministrationClient
 
-from .conftest import run_python
+from ..conftest import run_python
 
 
 def test_three_processes_create_one_queue_exactly_one_wins(spark, namespace):

@@ -1,0 +1,99 @@
+"""ServiceBusClient: the entry point for sending and receiving on one namespace, as in
+azure-servicebus."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ._activity import ActivityTracker
+from ._clock import Clock
+from ._entity import EntityResolver
+from ._handler import wait_seconds
+from ._message import ServiceBusReceiveMode, ServiceBusSubQueue
+from ._namespace import Namespace
+from ._receiver import ServiceBusReceiver
+from ._sender import ServiceBusSender
+from .exceptions import ServiceBusInvalidOperationError
+
+__all__ = ["ServiceBusClient"]
+
+
+class ServiceBusClient:
+    """Entry point for sending and receiving on one namespace.
+
+    Args:
+        namespace: The namespace root (local folder or Hadoop URI).
+        spark: The SparkSession to use; default: the active one with Delta, else a local one.
+        clock: Broker time, any object with ``now() -> aware UTC datetime``.
+    """
+
+    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
+        self._ns = Namespace(namespace, spark=spark, clock=clock)
+        self._entities = EntityResolver(self._ns)
+        self._activity = ActivityTracker(self._ns)
+        self._closed = False
+
+    @property
+    def namespace(self) -> str:
+        return self._ns.root
+
+    @property
+    def spark(self):
+        return self._ns.spark
+
+    def __enter__(self) -> "ServiceBusClient":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the client (the Spark session is left running: it is not the client's)."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ServiceBusInvalidOperationError("this ServiceBusClient is closed")
+
+    def get_queue_sender(self, queue_name: str) -> "ServiceBusSender":
+        """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing)."""
+        self._check_open()
+        self._entities.queue(queue_name)
+        return ServiceBusSender(self, queue_name)
+
+    def get_queue_receiver(self, queue_name: str, *,
+                           receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
+                           sub_queue: Optional[ServiceBusSubQueue] = None,
+                           max_wait_time: Optional[float] = None,
+                           prefetch_count: int = 0) -> "ServiceBusReceiver":
+        """A receiver for ``queue_name`` or, with ``sub_queue=DEAD_LETTER``, its dead-letter queue.
+
+        ``max_wait_time`` (seconds) is how long a receive waits for the first message; None
+        means one look and return. ``prefetch_count`` is accepted for compatibility: receives
+        are batch reads already, so there is nothing to prefetch.
+        """
+        self._check_open()
+        try:
+            mode = ServiceBusReceiveMode(receive_mode)
+        except ValueError:
+            raise ServiceBusInvalidOperationError(
+                f"receive_mode must be ServiceBusReceiveMode.PEEK_LOCK or RECEIVE_AND_DELETE, "
+                f"got {receive_mode!r}") from None
+        if sub_queue is not None:
+            try:
+                sub_queue = ServiceBusSubQueue(sub_queue)
+            except ValueError:
+                raise ServiceBusInvalidOperationError(
+                    f"sub_queue must be None or ServiceBusSubQueue.DEAD_LETTER, got {sub_queue!r}"
+                ) from None
+            if sub_queue is not ServiceBusSubQueue.DEAD_LETTER:
+                raise ServiceBusInvalidOperationError(
+                    "only ServiceBusSubQueue.DEAD_LETTER exists here: sbdelta has no transfer "
+                    "dead-letter queue (forwarding failures are dead-lettered normally)")
+        if isinstance(prefetch_count, bool) or not isinstance(prefetch_count, int) \
+                or prefetch_count < 0:
+            raise ServiceBusInvalidOperationError(
+                f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
+        self._entities.queue(queue_name)
+        return ServiceBusReceiver(self, queue_name, mode, sub_queue,
+                                  wait_seconds(max_wait_time, "max_wait_time"))

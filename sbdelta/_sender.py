@@ -1,0 +1,167 @@
+"""ServiceBusSender: sends to one queue. Every send is one Delta commit (SEND-1/2)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import zlib
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+
+from ._clock import utc
+from ._entity import Entity
+from ._handler import Handler, positive_int
+from ._handler import sequence_numbers as to_sequence_numbers
+from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
+from ._store import INBOX_COLUMNS, ddl, inbox_rows, sequence_number
+from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
+                         ServiceBusInvalidOperationError)
+
+if TYPE_CHECKING:
+    from ._client import ServiceBusClient
+
+__all__ = ["ServiceBusSender"]
+
+
+class ServiceBusSender(Handler):
+    """Sends to one queue. Every send is one Delta commit: all of it or nothing (SEND-1/2)."""
+
+    def __init__(self, client: "ServiceBusClient", queue_name: str) -> None:
+        super().__init__(client, queue_name)
+        self._round_robin = itertools.count(random.randrange(1 << 16))
+
+    @property
+    def entity_name(self) -> str:
+        return self._name
+
+    def _entity(self) -> Entity:
+        entity = self._lookup()
+        entity.check_send()
+        return entity
+
+    def create_message_batch(self, max_size_in_bytes: Optional[int] = None) -> ServiceBusMessageBatch:
+        """An empty batch; at most the queue's max message size unless a smaller one is given."""
+        limit = self._entity().max_message_size
+        if max_size_in_bytes is not None:
+            size = positive_int(max_size_in_bytes, "max_size_in_bytes")
+            if size > limit:
+                raise ValueError(
+                    f"max_size_in_bytes {size} is larger than the queue allows ({limit} bytes)")
+            limit = size
+        return ServiceBusMessageBatch(limit)
+
+    # -- rows ----------------------------------------------------------------------------------
+    def _partition(self, message: ServiceBusMessage, entity: Entity) -> int:
+        partitions = entity.store.partitions
+        if partitions == 1:
+            return 0
+        # PART-2: SessionId, then PartitionKey, then MessageId under duplicate detection.
+        key = message.session_id or message.partition_key
+        if key is None and entity.properties.requires_duplicate_detection:
+            key = message.message_id
+        if key is None:
+            return next(self._round_robin) % partitions
+        return zlib.crc32(key.encode("utf-8")) % partitions
+
+    def _write(self, messages: List[ServiceBusMessage], *, schedule: Optional[datetime] = None,
+               need_seqs: bool = False) -> List[int]:
+        entity = self._entity()
+        if not messages:
+            return []
+        rows = inbox_rows(messages, now=self._now(), schedule=schedule,
+                          ttl_cap=entity.ttl_cap, limit=entity.max_message_size,
+                          entity=f"queue '{entity.name}'",
+                          partition=lambda message: self._partition(message, entity))
+        df = self._client.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
+        version, _ = self._append(entity, df)
+        if not need_seqs:
+            return []
+        return [sequence_number(r[0], version, r[1]) for r in rows]
+
+    def _append(self, entity: Entity, rows) -> Optional[Tuple[int, int]]:
+        """Append ``rows`` to the queue's inbox in one commit: (version, rows), None if empty.
+
+        The queue may be deleted while the send runs (its registry row first, then its folder).
+        A send that then fails, or commits to a folder the registry no longer points at, raises
+        MessagingEntityNotFoundError instead of reporting a message no entity holds (SEND-1).
+        Row checks of ``send_dataframe`` that fail the write become their sbdelta error.
+        """
+        try:
+            appended = entity.store.append(rows, limit=entity.max_message_size,
+                                           entity=f"queue '{entity.name}'")
+        except ServiceBusError:
+            raise
+        except Exception:  # noqa: BLE001 - re-raised unless the queue is gone
+            self._raise_if_deleted(entity)
+            raise
+        self._raise_if_deleted(entity)
+        return appended
+
+    def _raise_if_deleted(self, entity: Entity) -> None:
+        current = self._client._entities.refresh(self._name)  # no job unless the registry moved
+        if current is not None and current.store.folder == entity.store.folder:
+            return
+        # Incarnation folders are never reused, so whatever this send left there is garbage.
+        self._client._ns.remove_tree(entity.store.folder)
+        raise MessagingEntityNotFoundError(
+            f"queue '{self._name}' was deleted while the send was in flight: no queue holds "
+            "its messages. Create the queue again and resend")
+
+    # -- API -----------------------------------------------------------------------------------
+    def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
+                                           ServiceBusMessageBatch], *,
+                      timeout: Optional[float] = None) -> None:
+        """Send one message, a list, or a batch, in ONE commit (all or nothing).
+
+        Raises:
+            MessageSizeExceededError: a message is larger than the queue allows.
+            MessagingEntityDisabledError: the queue is Disabled or SendDisabled.
+            MessageTypeError / InvalidMessageError: not messages, or invalid fields.
+        """
+        self._write(to_message_list(message))
+
+    def schedule_messages(self, messages: Union[ServiceBusMessage, Sequence[ServiceBusMessage]],
+                          schedule_time_utc: datetime, *,
+                          timeout: Optional[float] = None) -> List[int]:
+        """Send messages that become visible at ``schedule_time_utc``; returns their sequence
+        numbers (for :meth:`cancel_scheduled_messages`)."""
+        if not isinstance(schedule_time_utc, datetime):
+            raise ServiceBusInvalidOperationError(
+                f"schedule_time_utc must be a datetime, got {type(schedule_time_utc).__name__}")
+        if schedule_time_utc.tzinfo is None:
+            schedule_time_utc = schedule_time_utc.replace(tzinfo=timezone.utc)
+        return self._write(to_message_list(messages), schedule=utc(schedule_time_utc),
+                           need_seqs=True)
+
+    def cancel_scheduled_messages(self, sequence_numbers: Union[int, Sequence[int]], *,
+                                  timeout: Optional[float] = None) -> None:
+        """Cancel scheduled messages that have not become visible yet (one commit, all or none).
+
+        Raises:
+            MessageNotFoundError: a number is not a scheduled message of this queue still
+                waiting for its time (unknown, already enqueued or delivered, or an ordinary
+                message); nothing is cancelled.
+            ServiceBusInvalidOperationError: a number is not an integer in [0, 2**63).
+        """
+        seqs = to_sequence_numbers(sequence_numbers)
+        entity = self._entity()
+        if not seqs:
+            return
+        entity.store.cancel_scheduled(seqs, self._now(),
+                                      what=f"cancel scheduled messages on queue '{self._name}'")
+
+    def send_dataframe(self, df) -> int:
+        """Send every row of a DataFrame in ONE commit; returns the number of messages sent.
+
+        Columns: ``body`` (string or binary, required) and any of ``message_id``,
+        ``session_id``, ``partition_key``, ``content_type``, ``correlation_id``, ``subject``,
+        ``to``, ``reply_to``, ``reply_to_session_id`` (strings), ``application_properties``
+        (a map or struct, or a JSON object string), ``time_to_live`` (seconds, a number) and
+        ``scheduled_enqueue_time_utc`` (timestamp). Rows are checked before anything is
+        written: one bad row and nothing is sent.
+        """
+        from ._dataframe import inbox_frame
+
+        entity = self._entity()
+        appended = self._append(entity, inbox_frame(entity, df, self._now()))
+        return appended[1] if appended else 0

@@ -1,0 +1,156 @@
+"""Compaction: settled rows purged, small files compacted, VACUUM, checkpoints and the inbox
+log trimmed, per queue (``jobs/compact.py``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Dict, List, Optional, Sequence
+
+from .._clock import Clock
+from .._entity import EntityResolver
+from .._namespace import Namespace
+from .._store import DEADLETTERING, MSG, OPERATION_BOUND, checkpoint, optimize, vacuum
+from ..exceptions import ServiceBusInvalidOperationError
+from .report import Visits, queues
+
+__all__ = ["CompactReport", "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS",
+           "MIN_RETAIN_HOURS"]
+
+# Delta's own default for delta.deletedFileRetentionDuration (7 days).
+DEFAULT_RETAIN_HOURS = 168.0
+#: The safe floor of ``retain_hours``: the operation bound (the longest an sbdelta operation
+#: reads an older snapshot). Vacuum never deletes a file that a receive past its frontier reads,
+#: whatever the retention (those files stay in the snapshot); below this floor it could delete
+#: one that a receive still running on an older snapshot reads.
+MIN_RETAIN_HOURS = OPERATION_BOUND / timedelta(hours=1)
+
+
+@dataclass
+class EntityCompaction:
+    """What :func:`compact` removed, rewrote and vacuumed on one entity."""
+
+    entity: str
+    inbox_rows_purged: int = 0
+    tombstones_purged: int = 0
+    dead_letter_tombstones_purged: int = 0
+    files_compacted: int = 0
+    files_written: int = 0
+    files_vacuumed: int = 0
+    #: Inbox log files (commits, checksums, checkpoints) of versions no receive reads again.
+    log_files_trimmed: int = 0
+    #: Tables checkpointed by this run (with ``dry_run``: that would be).
+    checkpoints_written: int = 0
+    #: Per table (inbox, messages, deadletter): its latest checkpoint version after the run.
+    checkpoint_versions: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CompactReport(Visits):
+    """The result of :func:`compact`."""
+
+    _entity_type = EntityCompaction
+    dry_run: bool
+    retain_hours: float
+    entities: List[EntityCompaction] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        lines = [f"compaction ({'dry run' if self.dry_run else 'applied'}, vacuum retaining "
+                 f"{self.retain_hours:g} h): {self.entities_visited} entities visited in "
+                 f"{self.seconds:.1f}s"]
+        rows = [(e.entity, vars(e)) for e in self.entities] + [("total", self.totals())]
+        for name, v in rows:
+            lines.append(
+                f"  {name:<30} inbox rows purged {v['inbox_rows_purged']}, tombstones "
+                f"{v['tombstones_purged']}, DLQ tombstones {v['dead_letter_tombstones_purged']}, "
+                f"files compacted {v['files_compacted']} -> {v['files_written']}, vacuumed "
+                f"{v['files_vacuumed']}, inbox log files trimmed {v['log_files_trimmed']}, "
+                f"checkpoints {v['checkpoints_written']}")
+        return "\n".join(lines)
+
+
+def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
+            clock: Optional[Clock] = None, dry_run: bool = False,
+            retain_hours: float = DEFAULT_RETAIN_HOURS, spark=None) -> CompactReport:
+    """Physically remove settled rows, compact small files and vacuum.
+
+    Per queue (all of them, or only ``entities``):
+
+    1. inbox rows every partition frontier has passed (registered, hence copied to the
+       messages table or settled) are deleted, whole send commits at a time;
+    2. cancellation tombstones behind the frontier, duplicate-detection history no message can
+       still be checked against (past its window by the operation bound, and no unregistered
+       inbox row with its id inside the window), and dead-letter COMPLETED tombstones whose
+       source row is gone are deleted, by revision (the receivers' guarded MERGE, so a
+       concurrent change makes this step re-plan);
+    3. the messages and dead-letter tables are OPTIMIZEd (the inbox is not: change-data reads
+       of unregistered commits need its original files);
+    4. every table is VACUUMed with ``retain_hours`` (Delta's 7-day default; at least
+       :data:`MIN_RETAIN_HOURS`, the safe floor). Files of inbox rows not registered yet stay
+       in the snapshot, so no retention removes them, however far a partition lags;
+    5. every table is checkpointed at its latest version, unless a checkpoint of that version
+       exists (Delta also writes one every 10 commits), so the next reader replays no JSON;
+    6. the inbox log is trimmed before the lowest frontier of ``retain_hours`` ago (Delta's
+       own age-based log cleanup is off on the inbox: receivers read the change feed of every
+       commit past their frontier, however old).
+
+    ``dry_run`` counts what steps 1, 2, 4, 5 and 6 would remove or write and changes nothing.
+
+    Raises:
+        ServiceBusInvalidOperationError: ``retain_hours`` is not a number, or below the floor
+            (before anything runs).
+    """
+    started = time.monotonic()
+    if (isinstance(retain_hours, bool) or not isinstance(retain_hours, (int, float))
+            or not retain_hours >= MIN_RETAIN_HOURS):
+        raise ServiceBusInvalidOperationError(
+            f"retain_hours must be a number of hours >= {MIN_RETAIN_HOURS:g}, the safe floor "
+            "(the longest an sbdelta operation reads an older snapshot: vacuum with less could "
+            "delete files a running receive still reads); Delta's default is "
+            f"{DEFAULT_RETAIN_HOURS:g}. Got {retain_hours!r}")
+    ns = Namespace(namespace, spark=spark, clock=clock)
+    resolver = EntityResolver(ns)
+    report = CompactReport(dry_run=dry_run, retain_hours=retain_hours)
+    for entity in queues(ns, resolver, entities):
+        report.entities.append(_compact_entity(ns, entity, dry_run, retain_hours))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
+    store, dlq = entity.store, entity.store.dead_letter_store()
+    result = EntityCompaction(entity.name)
+    now = ns.clock.now()
+    frontiers = store.frontiers()
+    result.inbox_rows_purged = store.purge_inbox(frontiers, dry_run=dry_run)
+
+    def live_sources():
+        return store.messages().where(f"kind = '{MSG}' AND state = '{DEADLETTERING}'").select(
+            "pid", "k")
+
+    def dead_here():
+        return store.dead_rows(store.frontiers(), ns.clock.now())
+
+    def dead_in_dlq():
+        return dlq.dead_rows({}, ns.clock.now(), live_sources())
+
+    if dry_run:
+        result.tombstones_purged = dead_here().count()
+        result.dead_letter_tombstones_purged = dead_in_dlq().count()
+    else:
+        result.tombstones_purged = store.purge_rows(dead_here, now)
+        result.dead_letter_tombstones_purged = dlq.purge_rows(dead_in_dlq, now)
+        for path in (store.messages_path, dlq.messages_path):
+            removed, added = optimize(ns.spark, path)
+            result.files_compacted += removed
+            result.files_written += added
+    for path in (store.inbox_path, store.messages_path, dlq.messages_path):
+        result.files_vacuumed += vacuum(ns.spark, path, retain_hours, dry_run=dry_run)
+        written, version = checkpoint(ns.spark, path, dry_run=dry_run)
+        result.checkpoints_written += written
+        result.checkpoint_versions[path.rsplit("/", 1)[-1]] = version
+    result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
+                                                    dry_run=dry_run)
+    return result
