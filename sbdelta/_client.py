@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._activity import ActivityTracker
 from ._clock import Clock
-from ._entity import EntityResolver
-from ._handler import wait_seconds
+from ._handler import Connection, wait_seconds
 from ._message import ServiceBusReceiveMode, ServiceBusSubQueue
 from ._namespace import Namespace
 from ._receiver import ServiceBusReceiver
@@ -28,10 +26,9 @@ class ServiceBusClient:
     """
 
     def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
-        self._ns = Namespace(namespace, spark=spark, clock=clock)
-        self._entities = EntityResolver(self._ns)
-        self._activity = ActivityTracker(self._ns)
-        self._closed = False
+        self._conn = Connection(Namespace(namespace, spark=spark, clock=clock))
+        self._ns = self._conn.ns
+        self._entities = self._conn.entities
 
     @property
     def namespace(self) -> str:
@@ -49,17 +46,13 @@ class ServiceBusClient:
 
     def close(self) -> None:
         """Release the client (the Spark session is left running: it is not the client's)."""
-        self._closed = True
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ServiceBusInvalidOperationError("this ServiceBusClient is closed")
+        self._conn.closed = True
 
     def get_queue_sender(self, queue_name: str) -> "ServiceBusSender":
         """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing)."""
-        self._check_open()
+        self._conn.check_open()
         self._entities.queue(queue_name)
-        return ServiceBusSender(self, queue_name)
+        return ServiceBusSender(self._conn, queue_name)
 
     def get_queue_receiver(self, queue_name: str, *,
                            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
@@ -72,7 +65,7 @@ class ServiceBusClient:
         means one look and return. ``prefetch_count`` is accepted for compatibility: receives
         are batch reads already, so there is nothing to prefetch.
         """
-        self._check_open()
+        self._conn.check_open()
         try:
             mode = ServiceBusReceiveMode(receive_mode)
         except ValueError:
@@ -95,5 +88,5 @@ class ServiceBusClient:
             raise ServiceBusInvalidOperationError(
                 f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
         self._entities.queue(queue_name)
-        return ServiceBusReceiver(self, queue_name, mode, sub_queue,
+        return ServiceBusReceiver(self._conn, queue_name, mode, sub_queue,
                                   wait_seconds(max_wait_time, "max_wait_time"))

@@ -6,13 +6,12 @@ uses the client's ``clock``; only waiting for messages (``max_wait_time``) uses 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
+from ._activity import ActivityTracker
+from ._entity import Entity, EntityResolver
+from ._namespace import Namespace
 from .exceptions import ServiceBusInvalidOperationError
-
-if TYPE_CHECKING:
-    from ._client import ServiceBusClient
-    from ._entity import Entity
 
 
 def positive_int(value: Any, name: str) -> int:
@@ -43,11 +42,30 @@ def sequence_numbers(value: Union[int, Sequence[int]]) -> List[int]:
     return list(dict.fromkeys(seqs))
 
 
+class Connection:
+    """What a client shares with its senders and receivers: the namespace, the entity resolver
+    (cached per registry version), the activity tracker, and whether the client is open."""
+
+    def __init__(self, ns: Namespace) -> None:
+        self.ns = ns
+        self.entities = EntityResolver(ns)
+        self.activity = ActivityTracker(ns)
+        self.closed = False
+
+    @property
+    def spark(self):
+        return self.ns.spark
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ServiceBusInvalidOperationError("this ServiceBusClient is closed")
+
+
 class Handler:
     """A sender or receiver bound to one entity of a client's namespace."""
 
-    def __init__(self, client: "ServiceBusClient", entity_name: str) -> None:
-        self._client = client
+    def __init__(self, connection: Connection, entity_name: str) -> None:
+        self._conn = connection
         self._name = entity_name
 
     def __enter__(self):
@@ -60,12 +78,12 @@ class Handler:
         """Nothing to release: every operation is its own commit."""
 
     def _now(self) -> datetime:
-        return self._client._ns.clock.now()
+        return self._conn.ns.clock.now()
 
-    def _lookup(self) -> "Entity":
+    def _lookup(self) -> Entity:
         """The entity as it is now (SETTLE-7: properties may change at any time); a lookup is
         activity (IDLE-2: sends, receives, peeks and settlements; one small file a minute)."""
-        self._client._check_open()
-        entity = self._client._entities.queue(self._name)
-        self._client._activity.touch(entity.store.folder)
+        self._conn.check_open()
+        entity = self._conn.entities.queue(self._name)
+        self._conn.activity.touch(entity.store.folder)
         return entity

@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from sbdelta._clock import utc
 from sbdelta._durations import parse_duration
+from sbdelta._size import byte_length, message_size
 from sbdelta.exceptions import (InvalidMessageError, InvalidPropertyError,
                                 MessageSizeExceededError, MessageTypeError,
                                 ServiceBusInvalidOperationError)
@@ -354,12 +355,12 @@ class ServiceBusMessage:
         """The size checked against the entity's ``max_message_size_in_kilobytes`` (SEND-5).
 
         Body + application properties (their stored JSON text) + every set system string
-        property + a fixed header allowance: the one rule of :mod:`sbdelta._store.codec`, which
+        property + a fixed header allowance: the one rule of :mod:`sbdelta._size`, which
         ``send_messages``, ``send_dataframe`` and batches all apply.
         """
-        from ._store.codec import size_of  # lazily: the codec builds rows from this module
-
-        return size_of(self)
+        return message_size(byte_length, self.body,
+                            encode_properties(self.application_properties),
+                            [getattr(self, name) for name in SYSTEM_STRING_FIELDS])
 
     def __str__(self) -> str:
         try:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from ._clock import from_spark
 from ._entity import Entity
-from ._handler import Handler, positive_int, wait_seconds
+from ._handler import Connection, Handler, positive_int, wait_seconds
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import (ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties,
@@ -18,19 +18,16 @@ from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposi
 from .exceptions import (MessageAlreadySettled, MessageLockLostError,
                          ServiceBusInvalidOperationError)
 
-if TYPE_CHECKING:
-    from ._client import ServiceBusClient
-
 __all__ = ["ServiceBusReceiver"]
 
 
 class ServiceBusReceiver(Handler):
     """Receives from one queue or its dead-letter queue."""
 
-    def __init__(self, client: "ServiceBusClient", queue_name: str,
+    def __init__(self, connection: Connection, queue_name: str,
                  receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
                  max_wait_time: Optional[float]) -> None:
-        super().__init__(client, queue_name)
+        super().__init__(connection, queue_name)
         self._mode = receive_mode
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
@@ -299,7 +296,7 @@ class ServiceBusReceiver(Handler):
         self._settle(list(messages), "renew")
 
     def _lock_duration(self) -> timedelta:
-        return self._client._entities.queue(self._name).properties.lock_duration
+        return self._conn.entities.queue(self._name).properties.lock_duration
 
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
         """Remove the message (SETTLE-1). Needs a valid lock held by this receiver."""
@@ -377,7 +374,7 @@ class ServiceBusReceiver(Handler):
                 raise ServiceBusInvalidOperationError(
                     f"not a lock token: {bad[0]!r}; lock tokens are UUID strings from received "
                     "messages")
-            tokens = self._client.spark.createDataFrame([(t,) for t in items], "_token STRING")
+            tokens = self._conn.spark.createDataFrame([(t,) for t in items], "_token STRING")
             return self._settle_tokens(tokens, action, reason, description)
         self._settle(items, action, reason=reason, description=description)
         return len(items)

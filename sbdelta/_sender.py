@@ -6,19 +6,16 @@ import itertools
 import random
 import zlib
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from ._clock import utc
 from ._entity import Entity
-from ._handler import Handler, positive_int
+from ._handler import Connection, Handler, positive_int
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
 from ._store import INBOX_COLUMNS, ddl, inbox_rows, sequence_number
 from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
                          ServiceBusInvalidOperationError)
-
-if TYPE_CHECKING:
-    from ._client import ServiceBusClient
 
 __all__ = ["ServiceBusSender"]
 
@@ -26,8 +23,8 @@ __all__ = ["ServiceBusSender"]
 class ServiceBusSender(Handler):
     """Sends to one queue. Every send is one Delta commit: all of it or nothing (SEND-1/2)."""
 
-    def __init__(self, client: "ServiceBusClient", queue_name: str) -> None:
-        super().__init__(client, queue_name)
+    def __init__(self, connection: Connection, queue_name: str) -> None:
+        super().__init__(connection, queue_name)
         self._round_robin = itertools.count(random.randrange(1 << 16))
 
     @property
@@ -72,7 +69,7 @@ class ServiceBusSender(Handler):
                           ttl_cap=entity.ttl_cap, limit=entity.max_message_size,
                           entity=f"queue '{entity.name}'",
                           partition=lambda message: self._partition(message, entity))
-        df = self._client.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
+        df = self._conn.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
         version, _ = self._append(entity, df)
         if not need_seqs:
             return []
@@ -98,11 +95,11 @@ class ServiceBusSender(Handler):
         return appended
 
     def _raise_if_deleted(self, entity: Entity) -> None:
-        current = self._client._entities.refresh(self._name)  # no job unless the registry moved
+        current = self._conn.entities.refresh(self._name)  # no job unless the registry moved
         if current is not None and current.store.folder == entity.store.folder:
             return
         # Incarnation folders are never reused, so whatever this send left there is garbage.
-        self._client._ns.remove_tree(entity.store.folder)
+        self._conn.ns.remove_tree(entity.store.folder)
         raise MessagingEntityNotFoundError(
             f"queue '{self._name}' was deleted while the send was in flight: no queue holds "
             "its messages. Create the queue again and resend")

@@ -66,6 +66,16 @@ def namespace(tmp_path):
     return str(tmp_path / "ns")
 
 
+def receive_all(receiver, expected, *, batch=10, tries=40):
+    """Receive until `expected` messages arrived (partitioned entities answer one partition per call)."""
+    got = []
+    for _ in range(tries):
+        got += receiver.receive_messages(batch)
+        if len(got) >= expected:
+            break
+    return got
+
+
 def run_python(*args, env=None, **kwargs):
     """Start ``python -m ...`` from the repository root (used by multi-process tests)."""
     import subprocess

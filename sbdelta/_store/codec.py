@@ -1,25 +1,9 @@
 """The send codec: a message and its inbox row, and the rules a row meets before it is stored.
 
 One size rule (SEND-5) for every send form
-    The size of a message is the sum of
-
-    - the body's bytes;
-    - the UTF-8 bytes of its application properties as they are stored: the JSON text that
-      :func:`sbdelta._message.encode_properties` writes (or, for ``send_dataframe``, the JSON
-      text of the ``application_properties`` column, a map or struct being written with
-      ``to_json``); 0 without properties;
-    - the UTF-8 bytes of every system string property that is set: message_id, session_id,
-      partition_key, content_type, correlation_id, subject, to, reply_to, reply_to_session_id;
-    - :data:`HEADER_ALLOWANCE`, 72 bytes for the fixed-size header fields every stored message
-      carries, set or not (:data:`HEADER_FIELDS`: sequence number, enqueued time, scheduled
-      enqueue time, time to live, expires-at and locked-until 8 bytes each, lock token 16,
-      delivery count 4, state 4).
-
-    A message is stored when its size is at most ``max_message_size_in_kilobytes * 1024``, so a
-    body alone may be at most the limit minus 72 bytes. :func:`message_size` writes the rule
-    once, over a "byte length" function: Python evaluates it per message (:func:`size_of`, which
-    is also ``ServiceBusMessage.size_in_bytes`` and what a batch adds up), Spark evaluates it as
-    a Column inside ``send_dataframe``'s write (:func:`size_column`).
+    :mod:`sbdelta._size` defines it once; Python applies it per message (``inbox_rows``,
+    ``ServiceBusMessage.size_in_bytes``), Spark as a Column inside ``send_dataframe``'s write
+    (:func:`size_column`).
 
 Application properties given as JSON text (``send_dataframe``)
     Receivers decode the stored text with :func:`sbdelta._message.decode_properties`; a row it
@@ -42,44 +26,17 @@ Checks inside the write
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 from .._clock import utc
 from .._message import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS, ServiceBusMessage, encode_properties
+from .._size import SIZE_RULE, byte_length, message_size
 from ..exceptions import (MessageSizeExceededError, ServiceBusError,
                           ServiceBusInvalidOperationError)
 from .delta import guard
 from .layout import MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING, PING_CONTENT_TYPE
 
-# -- SEND-5: the size rule ---------------------------------------------------------------------
-
-#: The fixed-size header fields of a stored message and the bytes each is counted as.
-HEADER_FIELDS: Dict[str, int] = {
-    "sequence_number": 8, "enqueued_time_utc": 8, "scheduled_enqueue_time_utc": 8,
-    "time_to_live": 8, "expires_at_utc": 8, "locked_until_utc": 8, "lock_token": 16,
-    "delivery_count": 4, "state": 4,
-}
-HEADER_ALLOWANCE = sum(HEADER_FIELDS.values())
-
-SIZE_RULE = (f"the size is body + application properties (their stored JSON text) + system "
-             f"string properties + {HEADER_ALLOWANCE} bytes of fixed header (SEND-5)")
-
-
-def message_size(length: Callable, body, properties, strings: Iterable):
-    """SEND-5, the one definition: ``length`` gives the bytes of one value (0 for none).
-
-    ``properties`` is the stored JSON text of the application properties; ``strings`` are the
-    system string properties. Called with Python values it returns an int, with Spark Columns
-    a Column.
-    """
-    return HEADER_ALLOWANCE + length(body) + length(properties) + sum(length(s) for s in strings)
-
-
-def _byte_length(value) -> int:
-    if value is None:
-        return 0
-    return len(value.encode("utf-8")) if isinstance(value, str) else len(value)
-
+# -- SEND-5: the size rule (sbdelta._size) as a Column ------------------------------------
 
 def _column_byte_length(column):
     from pyspark.sql import functions as F
@@ -89,13 +46,6 @@ def _column_byte_length(column):
 
 def _system_strings(message: ServiceBusMessage) -> List[Optional[str]]:
     return [getattr(message, field) for field in SYSTEM_STRING_FIELDS]
-
-
-def size_of(message: ServiceBusMessage) -> int:
-    """The size of ``message`` under the SEND-5 rule."""
-    return message_size(_byte_length, message.body,
-                        encode_properties(message.application_properties),
-                        _system_strings(message))
 
 
 def size_column(body, properties, strings: Sequence):
@@ -131,7 +81,7 @@ def inbox_rows(messages: Sequence[ServiceBusMessage], *, now: datetime,
     for position, message in enumerate(messages):
         properties = encode_properties(message.application_properties)
         strings = _system_strings(message)
-        size = message_size(_byte_length, message.body, properties, strings)
+        size = message_size(byte_length, message.body, properties, strings)
         if size > limit:
             raise too_large(f"message {position}", size, limit, entity)
         scheduled = schedule or message.scheduled_enqueue_time_utc

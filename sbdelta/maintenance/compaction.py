@@ -51,15 +51,11 @@ class CompactReport(Visits):
     """The result of :func:`compact`."""
 
     _entity_type = EntityCompaction
-    dry_run: bool
-    retain_hours: float
     entities: List[EntityCompaction] = field(default_factory=list)
-    seconds: float = 0.0
+    retain_hours: float = DEFAULT_RETAIN_HOURS
 
     def __str__(self) -> str:
-        lines = [f"compaction ({'dry run' if self.dry_run else 'applied'}, vacuum retaining "
-                 f"{self.retain_hours:g} h): {self.entities_visited} entities visited in "
-                 f"{self.seconds:.1f}s"]
+        lines = [self.header("compaction", f", vacuum retaining {self.retain_hours:g} h")]
         rows = [(e.entity, vars(e)) for e in self.entities] + [("total", self.totals())]
         for name, v in rows:
             lines.append(

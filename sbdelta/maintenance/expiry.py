@@ -39,14 +39,11 @@ class ExpiryReport(Visits):
     """The result of :func:`expire_messages`."""
 
     _entity_type = EntityExpiry
-    dry_run: bool
     entities: List[EntityExpiry] = field(default_factory=list)
-    seconds: float = 0.0
 
     def __str__(self) -> str:
         verb = "would handle" if self.dry_run else "handled"
-        lines = [f"expiry sweep ({'dry run' if self.dry_run else 'applied'}): "
-                 f"{self.entities_visited} entities visited in {self.seconds:.1f}s"]
+        lines = [self.header("expiry sweep")]
         for e in self.entities:
             lines.append(
                 f"  {e.entity:<30} {verb}: expired->DLQ {e.expired_dead_lettered}, "

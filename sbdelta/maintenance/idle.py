@@ -36,9 +36,7 @@ class IdleReport(Visits):
     """The result of :func:`delete_idle_entities`."""
 
     _entity_type = EntityIdleness
-    dry_run: bool
     entities: List[EntityIdleness] = field(default_factory=list)
-    seconds: float = 0.0
 
     @property
     def deleted(self) -> List[str]:
@@ -46,9 +44,7 @@ class IdleReport(Visits):
 
     def __str__(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
-        lines = [f"idle entities ({'dry run' if self.dry_run else 'applied'}): "
-                 f"{self.entities_visited} entities visited in {self.seconds:.1f}s, "
-                 f"{len(self.deleted)} {verb}"]
+        lines = [f"{self.header('idle entities')}, {len(self.deleted)} {verb}"]
         for e in self.entities:
             what = verb if e.deleted else f"kept: {e.kept_because}"
             lines.append(f"  {e.kind:<12} {e.entity:<40} idle {e.idle_for}  {what}")

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 
+@dataclass
 class Visits:
-    """What every report shares: the entities visited and the sums of their counters."""
+    """What every report shares: dry run or not, the entities visited (one record each), the
+    sums of their counters and the run's duration."""
 
-    entities: list
+    dry_run: bool
+    entities: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def header(self, title: str, detail: str = "") -> str:
+        """The first line of the printed report."""
+        mode = "dry run" if self.dry_run else "applied"
+        return (f"{title} ({mode}{detail}): {self.entities_visited} entities visited in "
+                f"{self.seconds:.1f}s")
 
     @property
     def entities_visited(self) -> int:

@@ -1,4 +1,6 @@
-"""Queues end to end on real Spark and Delta: send, receive, settle, dead-letter, defer, schedule.
+"""Queues end to end on real Spark and Delta: what the behaviour suite (test_behaviour.py, run
+per entity kind) does not cover: partition layout, sizes, status, misuse, cancel, the Spark
+forms, crash recovery of dead-letter moves, time zones, AutoLockRenewer.
 
 Each test names the rule of ../shared/SEMANTICS.md it proves. Time is a ManualClock: tests move
 it instead of sleeping through lock durations or TTLs.
@@ -8,16 +10,16 @@ from datetime import timedelta
 
 import pytest
 
-from sbdelta import (AutoLockRenewer, ServiceBusMessage,
-                     ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue)
+from sbdelta import (AutoLockRenewer, ServiceBusMessage, ServiceBusReceiveMode,
+                     ServiceBusSubQueue)
 from sbdelta._message import InvalidMessageError, MessageTypeError
 from sbdelta._store import PID_SHIFT
-from sbdelta.exceptions import (MessageAlreadySettled, MessageLockLostError, MessageNotFoundError,
+from sbdelta.exceptions import (MessageLockLostError, MessageNotFoundError,
                                 MessageSizeExceededError, MessagingEntityDisabledError,
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from sbdelta.management import EntityStatus
 
-from ..conftest import START  # the clock, admin, client and queue fixtures are in conftest.py
+from ..conftest import START, receive_all  # the clock, admin, client and queue fixtures are in conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +29,6 @@ def ns(spark, tmp_path_factory):
 
 def bodies(messages):
     return [str(m) for m in messages]
-
-
-def receive_all(receiver, expected, *, batch=10, tries=40):
-    got = []
-    for _ in range(tries):
-        got += receiver.receive_messages(batch)
-        if len(got) >= expected:
-            break
-    return got
 
 
 # -- send -----------------------------------------------------------------------------------
@@ -111,78 +104,6 @@ def test_send_2_batch_is_all_or_nothing(client, queue):
 
 
 # -- peek-lock ---------------------------------------------------------------------------------
-def test_recv_2_recv_3_locked_message_is_invisible_to_a_competing_receiver(client, queue):
-    name = queue()
-    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    first, second = client.get_queue_receiver(name), client.get_queue_receiver(name)
-    a = first.receive_messages(1)
-    b = second.receive_messages(5)
-    assert bodies(a) == ["a"] and bodies(b) == ["b"]
-    assert second.receive_messages(5) == []
-    assert a[0].lock_token != b[0].lock_token
-
-
-def test_settle_6_lock_duration_from_queue_and_recv_4_expired_lock_frees_message(client, queue,
-                                                                                clock):
-    name = queue(lock_duration=timedelta(seconds=45))
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
-    receiver = client.get_queue_receiver(name)
-    (m,) = receiver.receive_messages()
-    assert m.locked_until_utc == START + timedelta(seconds=45)
-    assert m.delivery_count == 1
-    clock.advance(timedelta(seconds=44))
-    assert receiver.receive_messages() == []
-    clock.advance(timedelta(seconds=1))
-    (again,) = receiver.receive_messages()  # rule RECV-4
-    assert again.sequence_number == m.sequence_number
-    assert again.delivery_count == 2  # rule RECV-5
-    with pytest.raises(MessageLockLostError):  # rule SETTLE-5: the old lock is gone
-        receiver.complete_message(m)
-    receiver.complete_message(again)
-    assert receiver.receive_messages() == []
-
-
-def test_settle_2_abandon_makes_message_available_at_once_with_new_properties(client, queue):
-    name = queue()
-    client.get_queue_sender(name).send_messages(
-        ServiceBusMessage("m", application_properties={"n": 1}))
-    receiver = client.get_queue_receiver(name)
-    (m,) = receiver.receive_messages()
-    receiver.abandon_message(m, properties_to_modify={"retried": True})
-    (again,) = receiver.receive_messages()
-    assert again.delivery_count == 2
-    assert again.application_properties == {"n": 1, "retried": True}
-
-
-def test_recv_5_max_delivery_count_moves_to_dead_letter_queue(client, queue, clock):
-    name = queue(max_delivery_count=2)
-    client.get_queue_sender(name).send_messages(
-        [ServiceBusMessage("abandoned", message_id="m1"), ServiceBusMessage("expired")])
-    receiver = client.get_queue_receiver(name)
-    for _ in range(2):
-        got = receiver.receive_messages(5)
-        by_body = {str(m): m for m in got}
-        receiver.abandon_message(by_body["abandoned"])
-        clock.advance(timedelta(seconds=31))  # "expired" loses its lock
-    assert receiver.receive_messages(5) == []
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
-    dead = receive_all(dlq, 2)
-    assert sorted(bodies(dead)) == ["abandoned", "expired"]
-    assert {m.dead_letter_reason for m in dead} == {"MaxDeliveryCountExceeded"}
-    assert all(m.application_properties["DeadLetterReason"] == "MaxDeliveryCountExceeded"
-               for m in dead)
-
-
-def test_settle_1_complete_removes_and_settle_5_settling_twice_is_refused(client, queue):
-    name = queue()
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
-    receiver = client.get_queue_receiver(name)
-    (m,) = receiver.receive_messages()
-    receiver.complete_message(m)
-    with pytest.raises(MessageAlreadySettled):
-        receiver.complete_message(m)
-    assert receiver.receive_messages() == []
-    assert receiver.peek_messages(5, sequence_number=0) == []
 
 
 def test_settle_5_misuse_is_refused_before_anything_is_written(client, queue):
@@ -208,57 +129,6 @@ def test_settle_5_misuse_is_refused_before_anything_is_written(client, queue):
     (b,) = rad.receive_messages()
     with pytest.raises(ValueError, match="RECEIVE_AND_DELETE"):
         rad.complete_message(b)
-
-
-def test_recv_1_receive_and_delete_removes_in_the_same_operation(client, queue, admin):
-    name = queue()
-    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    rad = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
-    got = rad.receive_messages(1)
-    assert bodies(got) == ["a"] and got[0].lock_token is None
-    assert bodies(client.get_queue_receiver(name).peek_messages(5, sequence_number=0)) == ["b"]
-    assert admin.get_queue_runtime_properties(name).active_message_count == 1
-
-
-def test_settle_4_deferred_message_only_by_sequence_number(client, queue):
-    name = queue()
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("later"))
-    receiver = client.get_queue_receiver(name)
-    (m,) = receiver.receive_messages()
-    receiver.defer_message(m)
-    assert receiver.receive_messages(5) == []
-    (peeked,) = receiver.peek_messages(1, sequence_number=0)
-    assert peeked.state is ServiceBusMessageState.DEFERRED
-    with pytest.raises(MessageNotFoundError):
-        receiver.receive_deferred_messages([m.sequence_number + 1])
-    (d,) = receiver.receive_deferred_messages([m.sequence_number])
-    assert str(d) == "later" and d.lock_token is not None
-    with pytest.raises(MessageNotFoundError):  # locked now
-        client.get_queue_receiver(name).receive_deferred_messages(m.sequence_number)
-    receiver.complete_message(d)
-    with pytest.raises(MessageNotFoundError):
-        receiver.receive_deferred_messages([m.sequence_number])
-
-
-def test_settle_3_dead_letter_with_reason_and_settle_8_ids_kept_and_ttl_8(client, queue, clock):
-    name = queue(default_message_time_to_live=timedelta(minutes=1))
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("poison", message_id="id-1"))
-    receiver = client.get_queue_receiver(name)
-    (m,) = receiver.receive_messages()
-    receiver.dead_letter_message(m, reason="bad-format", error_description="not JSON")
-    assert receiver.receive_messages() == []
-    clock.advance(timedelta(days=2))  # rule TTL-8: never expires in the dead-letter queue
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
-    (dead,) = dlq.receive_messages()
-    assert dead.sequence_number == m.sequence_number and dead.message_id == "id-1"
-    assert (dead.dead_letter_reason, dead.dead_letter_error_description) == ("bad-format",
-                                                                             "not JSON")
-    assert dead.application_properties["DeadLetterReason"] == "bad-format"
-    assert dead.application_properties["DeadLetterErrorDescription"] == "not JSON"
-    dlq.abandon_message(dead)
-    (dead,) = dlq.receive_messages()
-    dlq.complete_message(dead)
-    assert dlq.receive_messages() == []
 
 
 def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
@@ -292,47 +162,6 @@ def test_settle_7_queue_update_voids_locks(client, queue, admin, clock):
 
 
 # -- duplicate detection, scheduling, TTL -----------------------------------------------------
-def test_duplicate_detection_drops_repeats_within_the_window(client, queue, clock):
-    name = queue(requires_duplicate_detection=True,
-                 duplicate_detection_history_time_window=timedelta(minutes=1))
-    sender = client.get_queue_sender(name)
-    sender.send_messages([ServiceBusMessage("first", message_id="x"),
-                          ServiceBusMessage("repeat-in-batch", message_id="x")])
-    receiver = client.get_queue_receiver(name)
-    (first,) = receiver.receive_messages(5)
-    assert str(first) == "first"
-    receiver.complete_message(first)
-    clock.advance(timedelta(seconds=30))
-    sender.send_messages(ServiceBusMessage("repeat", message_id="x"))
-    assert receiver.receive_messages(5) == []
-    clock.advance(timedelta(seconds=31))
-    sender.send_messages(ServiceBusMessage("after-window", message_id="x"))
-    assert bodies(receiver.receive_messages(5)) == ["after-window"]
-
-
-def test_scheduled_messages_invisible_until_due_cancellable_and_ttl_2(client, queue, admin,
-                                                                      clock):
-    name = queue()
-    sender = client.get_queue_sender(name)
-    due = START + timedelta(minutes=5)
-    keep, drop = sender.schedule_messages(
-        [ServiceBusMessage("keep", time_to_live=timedelta(minutes=10)),
-         ServiceBusMessage("drop")], due)
-    assert keep < drop
-    receiver = client.get_queue_receiver(name)
-    assert receiver.receive_messages(5) == []
-    counts = admin.get_queue_runtime_properties(name)
-    assert (counts.scheduled_message_count, counts.active_message_count) == (2, 0)
-    peeked = receiver.peek_messages(5, sequence_number=0)
-    assert [m.state for m in peeked] == [ServiceBusMessageState.SCHEDULED] * 2
-    sender.cancel_scheduled_messages([drop])
-    clock.advance(timedelta(minutes=5))
-    (m,) = receiver.receive_messages(5)
-    assert str(m) == "keep" and m.sequence_number == keep
-    assert m.enqueued_time_utc == due
-    assert m.expires_at_utc == START + timedelta(minutes=15)  # rule TTL-2
-    receiver.complete_message(m)
-    assert receiver.receive_messages(5) == []
 
 
 def test_cancel_after_registration_also_works(client, queue, clock):
@@ -392,18 +221,6 @@ def test_cancel_of_a_number_that_is_not_scheduled_here_raises_and_changes_nothin
     assert receiver.receive_messages(5) == []
 
 
-def test_ttl_1_ttl_4_expired_never_received_but_peek_may_show(client, queue, clock):
-    name = queue()
-    client.get_queue_sender(name).send_messages(
-        [ServiceBusMessage("short", time_to_live=timedelta(seconds=10)), ServiceBusMessage("long")])
-    receiver = client.get_queue_receiver(name)
-    (peeked, _) = receiver.peek_messages(2, sequence_number=0)
-    assert peeked.expires_at_utc == START + timedelta(seconds=10)  # rule TTL-1
-    clock.advance(timedelta(seconds=10))
-    assert bodies(receiver.peek_messages(2, sequence_number=0)) == ["short", "long"]
-    assert bodies(receiver.receive_messages(5)) == ["long"]  # rule RECV-6
-
-
 def test_ttl_3_default_caps_and_ttl_7_peek_shows_only_message_specific_expiry(client, queue):
     # Two hours: more microseconds than a 32-bit int holds (a regression once).
     name = queue(default_message_time_to_live=timedelta(hours=2))
@@ -415,34 +232,6 @@ def test_ttl_3_default_caps_and_ttl_7_peek_shows_only_message_specific_expiry(cl
     assert none.expires_at_utc is None
     got = receiver.receive_messages(2)
     assert [m.expires_at_utc for m in got] == [START + timedelta(hours=2)] * 2
-
-
-def test_ttl_5_locked_message_does_not_expire_until_the_lock_ends(client, queue, clock):
-    name = queue(dead_lettering_on_message_expiration=True, lock_duration=timedelta(minutes=1))
-    client.get_queue_sender(name).send_messages(
-        [ServiceBusMessage("done", time_to_live=timedelta(seconds=30)),
-         ServiceBusMessage("dropped", time_to_live=timedelta(seconds=30))])
-    receiver = client.get_queue_receiver(name)
-    done, dropped = receiver.receive_messages(2)
-    clock.advance(timedelta(seconds=40))  # expired, but still locked
-    receiver.complete_message(done)       # completed: gone, not dead-lettered
-    receiver.abandon_message(dropped)     # abandoned after expiry: expiry applies at once
-    assert receiver.receive_messages(5) == []
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
-    (dead,) = receive_all(dlq, 1)
-    assert str(dead) == "dropped" and dead.dead_letter_reason == "TTLExpiredException"  # TTL-6
-
-
-def test_ttl_6_without_dead_lettering_expired_messages_are_dropped(client, queue, clock, admin):
-    name = queue()
-    client.get_queue_sender(name).send_messages(
-        ServiceBusMessage("gone", time_to_live=timedelta(seconds=1)))
-    clock.advance(timedelta(seconds=2))
-    receiver = client.get_queue_receiver(name)
-    assert receiver.receive_messages(5) == []
-    assert client.get_queue_receiver(
-        name, sub_queue=ServiceBusSubQueue.DEAD_LETTER).peek_messages(5, sequence_number=0) == []
-    assert admin.get_queue_runtime_properties(name).total_message_count == 0
 
 
 # -- peek, counts, status -----------------------------------------------------------------------
@@ -564,21 +353,6 @@ def test_send_dataframe_bad_rows_send_nothing(spark, client, queue, admin):
     with pytest.raises(ServiceBusInvalidOperationError, match="body"):
         sender.send_dataframe(spark.createDataFrame([(1,)], "body INT"))
     assert admin.get_queue_runtime_properties(name).total_message_count == 0
-
-
-def test_batch_settlement_is_all_or_nothing(client, queue, clock):
-    name = queue(lock_duration=timedelta(seconds=30))
-    sender = client.get_queue_sender(name)
-    sender.send_messages(ServiceBusMessage("early"))
-    receiver = client.get_queue_receiver(name)
-    (early,) = receiver.receive_messages()
-    clock.advance(timedelta(seconds=20))
-    sender.send_messages(ServiceBusMessage("late"))
-    (late,) = receiver.receive_messages()
-    clock.advance(timedelta(seconds=15))  # early's lock expired, late's holds
-    with pytest.raises(MessageLockLostError, match="Nothing was settled"):
-        receiver.complete_messages([early.lock_token, late.lock_token])
-    receiver.complete_message(late)  # untouched by the failed batch
 
 
 def test_settle_3_dead_letter_move_recovers_after_a_crash_between_its_commits(client, queue):

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbdelta._durations import TIMESPAN_MAX
-from sbdelta._store.codec import HEADER_ALLOWANCE
+from sbdelta._size import HEADER_ALLOWANCE
 from sbdelta._message import (
     MAX_ID_LENGTH,
     SYSTEM_STRING_FIELDS,
