@@ -29,9 +29,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional
 
+from . import _jvm_archive as jvm_archive
 from .exceptions import SparkSetupError
 
-__all__ = ["get_spark", "local_spark_conf", "spark_submit_args", "ensure_jars", "LOGSTORE_CLASS"]
+__all__ = ["get_spark", "local_spark_conf", "spark_submit_args", "ensure_jars",
+           "ensure_class_archive", "LOGSTORE_CLASS"]
 
 LOGSTORE_CLASS = "io.sbdelta.storage.LinkLocalLogStore"
 LOGSTORE_CONF = "spark.delta.logStore.file.impl"
@@ -238,6 +240,23 @@ def _ensure_logstore_jar(storage_jar: str, version: str) -> Path:
     return target
 
 
+def ensure_class_archive() -> Optional[Path]:
+    """Record the JVM class-data sharing archive local sessions start from (once; see
+    :mod:`sbdelta._jvm_archive`). None where the JDK cannot use one (before JDK 13) or
+    ``SBDELTA_CLASS_ARCHIVE=0``.
+
+    Raises:
+        SparkSetupError: the recording run failed.
+    """
+    jars = local_spark_conf()["spark.jars"].split(",")
+    try:
+        # No cache lock: the recording child takes it (ensure_jars). Two set-ups at once both
+        # record, and the last rename wins; either archive is whole.
+        return jvm_archive.build(cache_dir(), _java_home(), jars)
+    except RuntimeError as exc:
+        raise SparkSetupError(str(exc)) from None
+
+
 def local_spark_conf(overrides: Optional[Mapping[str, str]] = None, *,
                      profile: str = "local", multi_process_safe: bool = True) -> Dict[str, str]:
     """The full Spark configuration of a local sbdelta session.
@@ -258,6 +277,11 @@ def local_spark_conf(overrides: Optional[Mapping[str, str]] = None, *,
     conf["spark.jars"] = ",".join(existing + jars)
     if multi_process_safe:
         conf[LOGSTORE_CONF] = LOGSTORE_CLASS
+    options = jvm_archive.with_java_option(
+        conf.get(jvm_archive.JAVA_OPTIONS_CONF),
+        jvm_archive.java_option(cache_dir(), _java_home(), conf["spark.jars"].split(",")))
+    if options:
+        conf[jvm_archive.JAVA_OPTIONS_CONF] = options
     conf.update(overrides or {})
     return conf
 

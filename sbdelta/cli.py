@@ -138,12 +138,16 @@ def show(kind: str, name: str, namespace: str) -> None:
 
 @main.command(name="setup")
 def setup() -> None:
-    """Fetch the Delta jars and build the local log store once (later runs work offline)."""
-    from ._spark import ensure_jars
+    """Fetch the Delta jars, build the local log store and record the JVM class archive once
+    (later runs work offline and start faster)."""
+    from ._spark import ensure_class_archive, ensure_jars
 
     try:
         for jar in ensure_jars():
             click.echo(jar)
+        archive = ensure_class_archive()
+        if archive is not None:
+            click.echo(archive)
     except ServiceBusError as exc:
         raise _Failure(str(exc)) from None
 

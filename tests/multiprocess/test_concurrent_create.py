@@ -1,18 +1,17 @@
 """Several processes create the same queue at the same instant: exactly one wins."""
 
-import time
-
 from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..conftest import run_python
 
 
-def test_three_processes_create_one_queue_exactly_one_wins(spark, namespace):
+def test_three_processes_create_one_queue_exactly_one_wins(spark, namespace, tmp_path):
     ServiceBusAdministrationClient(namespace, spark=spark).create_queue("other")  # the registry
-    start_at = time.time() + 45  # after every JVM has started
+    barrier = tmp_path / "barrier"  # every worker creates the queue once all three are ready
+    barrier.mkdir()
     procs = [run_python("-m", "tests.workers.create_worker", namespace, "Shared-Queue",
-                        str(start_at)) for _ in range(3)]
+                        str(barrier), "3") for _ in range(3)]
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=600)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from sbdelta import _jvm_archive as jvm_archive
 from sbdelta import _spark
 from sbdelta.exceptions import SparkSetupError
 
@@ -36,3 +37,39 @@ def test_local_conf_layers_defaults_conf_dir_and_overrides(monkeypatch, tmp_path
     assert "delta-spark" in conf["spark.jars"]
     with pytest.raises(SparkSetupError, match="no Spark profile 'cluster2'"):
         _spark.local_spark_conf(profile="cluster2")
+
+
+def test_java_feature_release_is_read_from_java_version_output():
+    assert jvm_archive.java_feature('openjdk version "17.0.15" 2025-04-15') == 17
+    assert jvm_archive.java_feature('java version "1.8.0_392"') == 8
+    assert jvm_archive.java_feature('openjdk version "11.0.21" 2023-10-17') == 11
+    assert jvm_archive.java_feature("no version here") == 0
+
+
+def test_class_archive_option_joins_the_callers_java_options_unless_they_choose_their_own():
+    option = "-XX:SharedArchiveFile=/c/spark.jsa"
+    assert jvm_archive.with_java_option(None, option) == option
+    assert jvm_archive.with_java_option("-Dx=1", option) == "-Dx=1 " + option
+    assert jvm_archive.with_java_option("-Xshare:off", option) == "-Xshare:off"
+    assert jvm_archive.with_java_option("-Dx=1", None) == "-Dx=1"
+
+
+def test_local_conf_starts_from_the_class_archive_once_recorded(monkeypatch, tmp_path):
+    """The conf names the archive only when one exists for this JDK and these jars, and
+    SBDELTA_CLASS_ARCHIVE=0 leaves it out. (`sbdelta setup` records the real one, which the
+    jobs and multi-process tests start every JVM from.)"""
+    jars = _spark.ensure_jars()
+    monkeypatch.setattr(_spark, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(_spark, "ensure_jars", lambda: list(jars))
+    conf = _spark.local_spark_conf()
+    assert jvm_archive.JAVA_OPTIONS_CONF not in conf
+    path = jvm_archive.archive_path(tmp_path, _spark._java_home(), conf["spark.jars"].split(","))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    conf = _spark.local_spark_conf({"spark.app.name": "x"})
+    if jvm_archive.usable(_spark._java_home()):  # JDK 13+
+        assert conf[jvm_archive.JAVA_OPTIONS_CONF] == f"-XX:SharedArchiveFile={path}"
+    else:
+        assert jvm_archive.JAVA_OPTIONS_CONF not in conf
+    monkeypatch.setenv("SBDELTA_CLASS_ARCHIVE", "0")
+    assert jvm_archive.JAVA_OPTIONS_CONF not in _spark.local_spark_conf()

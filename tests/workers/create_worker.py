@@ -1,19 +1,29 @@
-"""Create one queue at a given instant; print CREATED or EXISTS (multi-process create test).
+"""Create one queue when every peer is ready; print CREATED or EXISTS (multi-process create test).
 
-    python -m tests.workers.create_worker <namespace> <queue> <start_at_epoch_seconds>
+    python -m tests.workers.create_worker <namespace> <queue> <barrier_dir> <peers>
+
+Each worker warms up its Spark session, marks itself ready in <barrier_dir>, and waits until
+<peers> workers are ready, so that all of them create the queue at the same instant.
 """
 
+import os
 import sys
 import time
+from pathlib import Path
 
 
-def main(namespace, queue, start_at):
+def main(namespace, queue, barrier, peers):
     from sbdelta.exceptions import MessagingEntityAlreadyExistsError
     from sbdelta.management import ServiceBusAdministrationClient
 
     admin = ServiceBusAdministrationClient(namespace)
     admin.list_queues()  # warm up the session before the common start
-    time.sleep(max(0.0, float(start_at) - time.time()))
+    Path(barrier, f"ready-{os.getpid()}").touch()
+    deadline = time.monotonic() + 600
+    while len(list(Path(barrier).glob("ready-*"))) < int(peers):
+        if time.monotonic() > deadline:
+            sys.exit("the other workers never became ready")
+        time.sleep(0.01)
     try:
         admin.create_queue(queue, enable_partitioning=True)
         print("CREATED", flush=True)
