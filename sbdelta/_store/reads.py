@@ -31,12 +31,15 @@ def peek(store, n: int, from_seq: int, now: datetime):
 
     p = partition_of(from_seq) if store.partitions > 1 else 0
     m = store.messages().where(f"pid = {p}")
-    registered = (m.where(f"kind = '{MSG}' AND state IN ('{ACTIVE}', '{DEFERRED}', "
-                          f"'{SCHEDULED}') AND seq >= {from_seq}")
-                  .orderBy("seq").limit(n).collect())
-    rows = list(registered)
+    # One read for both the registered messages and the partition's frontier row (sorted
+    # first), instead of two queries of the same snapshot.
+    first = (m.where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state IN ('{ACTIVE}', "
+                     f"'{DEFERRED}', '{SCHEDULED}') AND seq >= {from_seq})")
+             .orderBy(F.expr(f"kind <> '{FRONTIER}'"), "seq").limit(min(n + 1, 2**31 - 1))
+             .collect())
+    frontier = [r for r in first if r.kind == FRONTIER]
+    rows = [r for r in first if r.kind != FRONTIER][:n]
     if store.inbox_path:
-        frontier = m.where(f"kind = '{FRONTIER}'").select("seq").collect()
         f = frontier[0].seq if frontier else -1
         latest = store.latest_version(store.inbox_path)
         # Past the frontier, and at or after from_seq (in this partition's range).
