@@ -145,11 +145,15 @@ def setup() -> None:
     try:
         for jar in ensure_jars():
             click.echo(jar)
+    except ServiceBusError as exc:
+        raise _Failure(str(exc)) from None
+    try:
         archive = ensure_class_archive()
         if archive is not None:
             click.echo(archive)
-    except ServiceBusError as exc:
-        raise _Failure(str(exc)) from None
+    except ServiceBusError as exc:  # an optimisation: sessions start without it
+        click.echo(f"warning: no JVM class-data sharing archive ({exc}); Spark starts "
+                   "without one", err=True)
 
 
 @main.command(name="spark-submit-args")
