@@ -30,6 +30,7 @@ __all__ = [
     "InvalidEntityNameError",
     "InvalidPropertyError",
     "ImmutablePropertyError",
+    "RuleSyntaxError",
     "ConfigurationError",
     "SparkSetupError",
     "StorageLayoutError",
@@ -140,6 +141,33 @@ class InvalidPropertyError(ServiceBusError, ValueError):
 
 class ImmutablePropertyError(InvalidPropertyError):
     """A property fixed at creation (partitioning, sessions) cannot be changed."""
+
+
+class RuleSyntaxError(InvalidPropertyError):
+    """A rule's SQL filter or action is not valid (TOPIC-4): bad syntax, an unknown function or
+    system property, a parameter not supplied, a type error visible in the text, or too long.
+
+    Raised when the rule is built or created, never while messages are routed. The message says
+    what is wrong and where, and shows the line with a caret under the error.
+
+    Attributes:
+        sql: The expression as given.
+        line: 1-based line of the error.
+        column: 1-based column of the error.
+        reason: What is wrong, without the position and excerpt.
+    """
+
+    def __init__(self, reason: str, *, sql: str, line: int, column: int, kind: str = "filter"
+                 ) -> None:
+        lines = sql.splitlines() or [""]
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        pad = "".join("\t" if ch == "\t" else " " for ch in text[:max(column - 1, 0)])
+        super().__init__(f"invalid SQL {kind} at line {line}, column {column}: {reason}\n"
+                         f"  {text}\n  {pad}^")
+        self.sql = sql
+        self.line = line
+        self.column = column
+        self.reason = reason
 
 
 class ConfigurationError(ServiceBusError, ValueError):

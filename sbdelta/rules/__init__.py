@@ -1,0 +1,144 @@
+"""Subscription rules: SQL filters, correlation filters and SQL actions (TOPIC-4, TOPIC-5).
+
+Parsing is pure Python and happens when a rule is created; every error names its line and
+column (:class:`~sbdelta.exceptions.RuleSyntaxError`). Compiling gives Spark Columns over a
+DataFrame of message rows (the columns of ``MESSAGE_FIELDS``, plus ``seq`` for
+``sys.SequenceNumber``); see :mod:`.system` for which ``sys.`` property reads which column,
+:mod:`.compile` for the evaluation semantics and :mod:`.values` for how application properties
+keep their JSON types inside Spark.
+
+Example::
+
+    result = filter_column(SqlRuleFilter("color = 'red' AND quantity > 5"))
+    routed = df.withColumn("matched", result.matched).withColumn("error", result.error)
+    # deliver where matched; dead-letter (reason FILTER_EXCEPTION_REASON) where error is set
+
+    change = action_columns(SqlRuleAction("SET quantity = quantity * 2; REMOVE color"))
+    copies = df.withColumn("application_properties", change.application_properties)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Union
+
+from .._properties import (CorrelationRuleFilter, FalseRuleFilter, RuleProperties,
+                           SqlRuleAction, SqlRuleFilter, TrueRuleFilter)
+from ..exceptions import RuleSyntaxError
+from .nodes import ActionExpr, FilterExpr
+from .parse import MAX_SQL_LENGTH, parse_action, parse_filter
+from .system import SYSTEM_PROPERTIES
+
+__all__ = [
+    # parse (pure Python, at rule creation)
+    "parse_filter",
+    "parse_action",
+    "validate_rule",
+    "FilterExpr",
+    "ActionExpr",
+    "RuleSyntaxError",
+    "MAX_SQL_LENGTH",
+    "SYSTEM_PROPERTIES",
+    # evaluate (Spark Columns)
+    "filter_column",
+    "action_columns",
+    "FilterResult",
+    "ActionResult",
+    "FILTER_EXCEPTION_REASON",
+    "ACTION_EXCEPTION_REASON",
+]
+
+#: DeadLetterReason of a copy whose filter failed to evaluate (TOPIC-5). Service Bus puts the
+#: exception's type name there; its filter exception type is FilterException.
+FILTER_EXCEPTION_REASON = "FilterException"
+#: DeadLetterReason of a copy whose rule action failed to evaluate (TOPIC-5).
+ACTION_EXCEPTION_REASON = "RuleActionException"
+
+
+class FilterResult(NamedTuple):
+    """A filter over message rows.
+
+    Attributes:
+        matched: Three-valued boolean Column: true where the filter matches; false or NULL
+            (unknown) where it does not; NULL where ``error`` is set.
+        error: String Column: NULL, or why evaluating the filter failed for that message (the
+            DeadLetterErrorDescription of the copy TOPIC-5 dead-letters).
+    """
+
+    matched: object
+    error: object
+
+
+class ActionResult(NamedTuple):
+    """An action over message rows.
+
+    Attributes:
+        application_properties: The new JSON text of the properties (the original text where
+            ``error`` is set).
+        error: String Column: NULL, or why the action failed for that message.
+    """
+
+    application_properties: object
+    error: object
+
+
+def validate_rule(rule: RuleProperties) -> None:
+    """Parse a rule's SQL filter and action, so that a bad rule is refused at creation.
+
+    Raises:
+        RuleSyntaxError: The filter or the action is not valid; the error has the position.
+    """
+    if isinstance(rule.filter, SqlRuleFilter) and not isinstance(
+            rule.filter, (TrueRuleFilter, FalseRuleFilter)):
+        parse_filter(rule.filter.sql_expression, rule.filter.parameters)
+    if rule.action is not None:
+        parse_action(rule.action.sql_expression, rule.action.parameters)
+
+
+def filter_column(rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, FilterExpr]
+                  ) -> FilterResult:
+    """The filter as Columns over a DataFrame of message rows.
+
+    Args:
+        rule_filter: A TrueRuleFilter, FalseRuleFilter, SqlRuleFilter, CorrelationRuleFilter, or
+            an already parsed :class:`FilterExpr`.
+
+    Raises:
+        RuleSyntaxError: A SqlRuleFilter's text is not valid.
+        TypeError: ``rule_filter`` is none of those.
+    """
+    from pyspark.sql import functions as F
+
+    from .compile import compile_filter
+    from .correlation import compile_correlation
+
+    no_error = F.lit(None).cast("string")
+    if isinstance(rule_filter, TrueRuleFilter):
+        return FilterResult(F.lit(True), no_error)
+    if isinstance(rule_filter, FalseRuleFilter):
+        return FilterResult(F.lit(False), no_error)
+    if isinstance(rule_filter, CorrelationRuleFilter):
+        return FilterResult(*compile_correlation(rule_filter))
+    if isinstance(rule_filter, SqlRuleFilter):
+        rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
+    if not isinstance(rule_filter, FilterExpr):
+        raise TypeError(f"filter_column takes a rule filter, got {type(rule_filter).__name__}")
+    return FilterResult(*compile_filter(rule_filter))
+
+
+def action_columns(action: Union[SqlRuleAction, ActionExpr]) -> ActionResult:
+    """The action as Columns over a DataFrame of message rows.
+
+    Args:
+        action: A SqlRuleAction, or an already parsed :class:`ActionExpr`.
+
+    Raises:
+        RuleSyntaxError: The action's text is not valid.
+        TypeError: ``action`` is neither.
+    """
+    from .compile import compile_action
+
+    if isinstance(action, SqlRuleAction):
+        action = parse_action(action.sql_expression, action.parameters)
+    if not isinstance(action, ActionExpr):
+        raise TypeError(f"action_columns takes a SqlRuleAction, got {type(action).__name__}")
+    return ActionResult(*compile_action(action))

@@ -1,0 +1,318 @@
+"""Nodes to Spark Columns: a filter becomes ``(matched, error)``, an action the new
+``application_properties`` text and an error (TOPIC-4, TOPIC-5).
+
+Semantics (Service Bus's SQL filter reference, and C# operator rules where it points to them):
+
+* Unknown: a missing application property, or one holding null, is *unknown*; so is a NULL
+  system property. Arithmetic, comparisons, LIKE and IN with an unknown operand are unknown;
+  NOT/AND/OR follow the three-valued tables (Spark's own NOT/AND/OR are those tables). A filter
+  matches only where its condition is true.
+* Types: integers compare and compute with floats as floats (C# promotion); any other kind only
+  with its own kind. ``<``, ``<=``, ``>``, ``>=`` need numbers, strings (ordinal order),
+  timestamps or timespans; booleans, UUIDs and bytes compare with ``=`` and ``<>`` only. ``+``
+  joins two strings. A pair of kinds that does not fit is an *evaluation error* for that message
+  (a string property compared with a number), never a Spark failure and never a silent match.
+* Integer arithmetic is 64-bit: an overflow, a division or remainder by zero is an evaluation
+  error; ``/`` truncates toward zero and ``%`` takes the dividend's sign (C#). Float arithmetic
+  is IEEE: ``x / 0.0`` is +-Infinity or NaN, as in C#; NaN equals nothing, not even NaN.
+* LIKE: ``%`` any run, ``_`` one character, no escape character unless ESCAPE gives one; after
+  it, ``%``, ``_`` or the escape character stand for themselves (so does any other character,
+  and an escape character at the very end).
+* AND and OR evaluate left to right and skip their right side once the left side decides the
+  result (false AND ..., true OR ...), so a guard such as ``EXISTS(n) AND n > 5`` keeps the
+  right side's evaluation errors away, as C#'s ``&&`` and ``||`` do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+from .nodes import (DOUBLE, KIND_NAMES, LONG, STRING, UUID, ActionExpr, And, Arith, Compare,
+                    Const, Exists, FilterExpr, In, IsNull, Like, Negate, NewId, Not, Or,
+                    PropertyCall, RemoveStmt, SetStmt, SysProp, UserProp)
+from .parse import arith_kind, comparable
+from .values import (Val, column_val, const_val, first_error, lookup, null_val, properties_bag,
+                     remove_property, render_bag, set_property, to_typed, typed_val)
+
+__all__ = ["compile_filter", "compile_action", "compare", "condition", "value", "Cond",
+           "PROPERTIES_COLUMN"]
+
+#: The column a message's application properties are read from (and written to by actions).
+PROPERTIES_COLUMN = "application_properties"
+
+_OPS: Dict[str, Callable] = {
+    "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+_LONG_MIN = -(2 ** 63)
+
+
+def _f():
+    from pyspark.sql import functions as F
+
+    return F
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A three-valued condition column and its error column (None: never an error)."""
+
+    value: object
+    error: Optional[object] = None
+
+
+class _Context:
+    """What values are read from: the message columns and the current property bag."""
+
+    def __init__(self, bag, bag_error) -> None:
+        self.bag = bag
+        self.bag_error = bag_error
+
+    @classmethod
+    def of_message(cls) -> "_Context":
+        F = _f()
+        bag, error = properties_bag(F.col(PROPERTIES_COLUMN))
+        return cls(bag, error)
+
+
+# -- filters ------------------------------------------------------------------------------------
+
+def compile_filter(expr: FilterExpr) -> Tuple[object, object]:
+    """``(matched, error)`` Columns for a parsed filter (see :func:`sbdelta.rules.filter_column`)."""
+    F = _f()
+    cond = condition(expr.condition, _Context.of_message())
+    error = cond.error if cond.error is not None else F.lit(None).cast("string")
+    return F.when(error.isNull(), cond.value), error
+
+
+def condition(node, ctx: _Context) -> Cond:
+    F = _f()
+    if isinstance(node, Compare):
+        return compare(node.op, value(node.left, ctx), value(node.right, ctx))
+    if isinstance(node, And) or isinstance(node, Or):
+        left, right = condition(node.left, ctx), condition(node.right, ctx)
+        if isinstance(node, And):
+            undecided = left.value.isNull() | left.value
+            result = left.value & right.value
+        else:
+            undecided = left.value.isNull() | ~left.value
+            result = left.value | right.value
+        skipped = None if right.error is None else F.when(undecided, right.error)
+        return Cond(result, first_error(left.error, skipped))
+    if isinstance(node, Not):
+        inner = condition(node.operand, ctx)
+        return Cond(~inner.value, inner.error)
+    if isinstance(node, IsNull):
+        val = value(node.operand, ctx)
+        return Cond(val.kind.isNotNull() if node.negated else val.kind.isNull(), val.error)
+    if isinstance(node, Exists):
+        if isinstance(node.prop, SysProp):
+            return Cond(F.lit(True))
+        _, present = lookup(ctx.bag, F.lit(node.prop.name))
+        return Cond(present, ctx.bag_error)
+    if isinstance(node, In):
+        operand = value(node.operand, ctx)
+        tests = [compare("=", operand, value(item, ctx)) for item in node.items]
+        result = tests[0].value
+        for test in tests[1:]:
+            result = result | test.value  # SQL IN: true if one is; else unknown if one is
+        cond = Cond(result, first_error(*(t.error for t in tests)))
+        return Cond(~cond.value, cond.error) if node.negated else cond
+    if isinstance(node, Like):
+        return like(node, value(node.operand, ctx), value(node.pattern, ctx))
+    raise TypeError(f"not a condition: {node!r}")
+
+
+def compare(op: str, a: Val, b: Val) -> Cond:
+    """``a op b`` over every pair of kinds the operands may have."""
+    F = _f()
+    result, errors = None, None
+    for x in sorted(a.kinds):
+        for y in sorted(b.kinds):
+            both = (a.kind == x) & (b.kind == y)
+            if comparable(x, y, op):
+                test = _compare_pair(op, a, b, x, y)
+                result = F.when(both, test) if result is None else result.when(both, test)
+            else:
+                text = f"cannot compare {KIND_NAMES[x]} with {KIND_NAMES[y]} using '{op}'"
+                errors = (F.when(both, F.lit(text)) if errors is None
+                          else errors.when(both, F.lit(text)))
+    if result is None:
+        result = F.lit(None).cast("boolean")
+    return Cond(result, first_error(a.error, b.error, errors))
+
+
+def _compare_pair(op: str, a: Val, b: Val, x: str, y: str):
+    F = _f()
+    apply = _OPS[op]
+    if x in (LONG, DOUBLE) and y in (LONG, DOUBLE):
+        if x == y == LONG:
+            return apply(a.slot(LONG), b.slot(LONG))
+        da, db = a.double(x), b.double(y)
+        nan = F.isnan(da) | F.isnan(db)
+        return F.when(nan, F.lit(op == "<>")).otherwise(apply(da, db))
+    return apply(a.slot(x), b.slot(y))
+
+
+def like(node: Like, a: Val, p: Val) -> Cond:
+    F = _f()
+    if STRING in a.kinds and STRING in p.kinds:
+        ok = (a.kind == STRING) & (p.kind == STRING)
+        if node.escape is None:
+            escape, pattern = "\\", F.regexp_replace(p.slot(STRING), r"\\", r"\\\\")
+        else:
+            escape = node.escape
+            q = "\\x{%x}" % ord(escape)
+            pattern = F.regexp_replace(p.slot(STRING), f"(?s)({q}[%_{q}])|{q}(.)|({q})$",
+                                       "$1$2$3$3")
+        result = F.when(ok, F.like(a.slot(STRING), pattern, F.lit(escape)))
+    else:
+        result = F.lit(None).cast("boolean")
+    errors = []
+    for val, what in ((a, "LIKE"), (p, "a LIKE pattern")):
+        for k in sorted(val.kinds - {STRING}):
+            errors.append(F.when(val.kind == k, F.lit(f"{what} needs a string, not "
+                                                      f"{KIND_NAMES[k]}")))
+    cond = Cond(result, first_error(a.error, p.error, *errors))
+    return Cond(~cond.value, cond.error) if node.negated else cond
+
+
+# -- values -------------------------------------------------------------------------------------
+
+def value(node, ctx: _Context) -> Val:
+    F = _f()
+    if isinstance(node, Const):
+        return const_val(node.value, node.kind)
+    if isinstance(node, UserProp):
+        typed, _ = lookup(ctx.bag, F.lit(node.name))
+        return typed_val(typed, node.kinds, ctx.bag_error)
+    if isinstance(node, SysProp):
+        prop = node.prop
+        if prop.column is None:
+            return null_val() if prop.constant is None else const_val(prop.constant, prop.kind)
+        return column_val(F.col(prop.column), prop.kind)
+    if isinstance(node, PropertyCall):
+        name = value(node.name, ctx)
+        key = F.when(name.kind == STRING, name.slot(STRING)) if STRING in name.kinds else None
+        if key is None:
+            return null_val().with_error(name.error)
+        typed, _ = lookup(ctx.bag, key)
+        wrong = [F.when(name.kind == k, F.lit(f"property(name) needs a string, not "
+                                              f"{KIND_NAMES[k]}"))
+                 for k in sorted(name.kinds - {STRING})]
+        return typed_val(typed, node.kinds, first_error(name.error, *wrong, ctx.bag_error))
+    if isinstance(node, NewId):
+        return Val(node.kinds, F.lit(UUID), {UUID: F.expr("uuid()")})  # fixed text, no data
+    if isinstance(node, Negate):
+        return _negate(value(node.operand, ctx))
+    if isinstance(node, Arith):
+        return _arith(node, value(node.left, ctx), value(node.right, ctx))
+    raise TypeError(f"not a value: {node!r}")
+
+
+def _negate(a: Val) -> Val:
+    F = _f()
+    kinds = a.kinds & {LONG, DOUBLE}
+    slots, errors = {}, []
+    if LONG in kinds:
+        negated = F.try_subtract(F.lit(0).cast("bigint"), a.slot(LONG))
+        slots[LONG] = negated
+        errors.append(F.when((a.kind == LONG) & negated.isNull(), F.lit("integer overflow")))
+    if DOUBLE in kinds:
+        slots[DOUBLE] = -a.slot(DOUBLE)
+    for k in sorted(a.kinds - kinds):
+        errors.append(F.when(a.kind == k, F.lit(f"unary '-' needs a number, not "
+                                                f"{KIND_NAMES[k]}")))
+    kind = F.when(a.kind.isin(*sorted(kinds)), a.kind) if kinds else F.lit(None).cast("string")
+    return Val(kinds, kind, slots, first_error(a.error, *errors))
+
+
+def _arith(node: Arith, a: Val, b: Val) -> Val:
+    F = _f()
+    op = node.op
+    kind, slots, errors = None, {}, []
+    for x in sorted(a.kinds):
+        for y in sorted(b.kinds):
+            both = (a.kind == x) & (b.kind == y)
+            k = arith_kind(op, x, y)
+            if k is None:
+                errors.append(F.when(both, F.lit(
+                    f"'{op}' cannot combine {KIND_NAMES[x]} with {KIND_NAMES[y]}")))
+                continue
+            result, error = _arith_pair(op, a, b, x, y)
+            kind = F.when(both, F.lit(k)) if kind is None else kind.when(both, F.lit(k))
+            slots[k] = F.when(both, result) if k not in slots else slots[k].when(both, result)
+            if error is not None:
+                errors.append(F.when(both, error))
+    if kind is None:
+        kind = F.lit(None).cast("string")
+    return Val(node.kinds, kind, slots, first_error(a.error, b.error, *errors))
+
+
+def _arith_pair(op: str, a: Val, b: Val, x: str, y: str):
+    """``(result, error)`` of ``a op b`` for kinds ``x`` and ``y``."""
+    F = _f()
+    if x == y == STRING:
+        return F.concat(a.slot(STRING), b.slot(STRING)), None
+    if x == y == LONG:
+        p, q = a.slot(LONG), b.slot(LONG)
+        if op in "+-*":
+            checked = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](p, q)
+            return checked, F.when(checked.isNull(), F.lit("integer overflow"))
+        zero = q == 0
+        if op == "%":
+            return F.when(~zero, p % q), F.when(zero, F.lit("integer division by zero"))
+        overflow = (p == F.lit(_LONG_MIN)) & (q == -1)
+        exact = (p - p % q).cast("decimal(20,0)") / q.cast("decimal(20,0)")
+        quotient = F.when(~zero & ~overflow, exact.cast("bigint"))
+        return quotient, (F.when(zero, F.lit("integer division by zero"))
+                          .when(overflow, F.lit("integer overflow")))
+    p, q = a.double(x), b.double(y)
+    if op == "+":
+        return p + q, None
+    if op == "-":
+        return p - q, None
+    if op == "*":
+        return p * q, None
+    nan = F.lit(float("nan"))
+    if op == "%":
+        return F.when(q == 0, nan).otherwise(p % q), None
+    by_zero = (F.when(F.isnan(p) | (p == 0), nan).when(p > 0, F.lit(float("inf")))
+               .otherwise(F.lit(float("-inf"))))
+    return F.when(q == 0, by_zero).otherwise(p / q), None
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+def compile_action(expr: ActionExpr) -> Tuple[object, object]:
+    """``(application_properties, error)`` Columns for a parsed action.
+
+    Statements apply in order, each seeing the properties the previous ones left. Where the
+    action fails for a message, the properties column keeps the original text.
+    """
+    F = _f()
+    original = F.col(PROPERTIES_COLUMN)
+    ctx = _Context.of_message()
+    bag, error = ctx.bag, ctx.bag_error
+    for statement in expr.statements:
+        if isinstance(statement, SetStmt):
+            val = value(statement.value, _Context(bag, ctx.bag_error))
+            bag = set_property(bag, statement.name, _convert_to_existing(bag, statement.name,
+                                                                        to_typed(val)))
+            error = first_error(error, val.error)
+        elif isinstance(statement, RemoveStmt):
+            bag = remove_property(bag, statement.name)
+    error = error if error is not None else F.lit(None).cast("string")
+    return F.when(error.isNull(), render_bag(bag)).otherwise(original), error
+
+
+def _convert_to_existing(bag, name: str, typed):
+    """C#'s implicit conversion on SET: an integer stored over a float property stays a float."""
+    F = _f()
+    existing, _ = lookup(bag, F.lit(name))
+    widen = (existing.substr(1, 1) == DOUBLE) & (typed.substr(1, 1) == LONG)
+    as_double = F.concat(F.lit(DOUBLE), typed.substr(F.lit(2), F.length(typed))
+                         .cast("bigint").cast("double").cast("string"))
+    return F.when(widen, as_double).otherwise(typed)
+

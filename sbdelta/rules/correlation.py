@@ -1,0 +1,59 @@
+"""Correlation filters as Spark Columns: every given part must equal the message's (TOPIC-4).
+
+System parts compare with the message column as strings (case-sensitive). Application
+properties compare as SQL ``=`` does (an integer equals the same float), except that a property
+of another kind, or a missing one, simply does not match: a correlation filter never raises an
+evaluation error (a number 2 does not match the string "2", as in Service Bus).
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from .compile import PROPERTIES_COLUMN, compare
+from .nodes import ANY, BOOL, DOUBLE, LONG, STRING
+from .values import const_val, lookup, properties_bag, typed_val
+
+#: CorrelationRuleFilter field -> message column.
+CORRELATION_COLUMNS = (
+    ("correlation_id", "correlation_id"),
+    ("message_id", "message_id"),
+    ("to", "to_address"),
+    ("reply_to", "reply_to"),
+    ("label", "subject"),
+    ("session_id", "session_id"),
+    ("reply_to_session_id", "reply_to_session_id"),
+    ("content_type", "content_type"),
+)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return LONG
+    if isinstance(value, float):
+        return DOUBLE
+    return STRING
+
+
+def compile_correlation(rule_filter) -> Tuple[object, object]:
+    """``(matched, error)`` for a CorrelationRuleFilter; matched is never NULL, error always is."""
+    from pyspark.sql import functions as F
+
+    tests = []
+    for field, column in CORRELATION_COLUMNS:
+        wanted = getattr(rule_filter, field)
+        if wanted is not None:
+            tests.append(F.coalesce(F.col(column) == F.lit(wanted), F.lit(False)))
+    if rule_filter.properties:
+        bag, _ = properties_bag(F.col(PROPERTIES_COLUMN))
+        for name, wanted in rule_filter.properties.items():
+            typed, _ = lookup(bag, F.lit(name))
+            test = compare("=", typed_val(typed, ANY), const_val(wanted, _kind(wanted)))
+            fits = test.value if test.error is None else test.value & test.error.isNull()
+            tests.append(F.coalesce(fits, F.lit(False)))
+    matched = F.lit(True)
+    for test in tests:
+        matched = matched & test
+    return matched, F.lit(None).cast("string")
