@@ -8,6 +8,7 @@ from typing import Optional
 from ._clock import Clock
 from ._handler import Connection, wait_seconds
 from ._message import ServiceBusReceiveMode, ServiceBusSubQueue
+from ._names import EntityRef
 from ._namespace import Namespace
 from ._receiver import ServiceBusReceiver
 from ._sender import ServiceBusSender
@@ -50,9 +51,15 @@ class ServiceBusClient:
 
     def get_queue_sender(self, queue_name: str) -> "ServiceBusSender":
         """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing)."""
-        self._conn.check_open()
-        self._entities.queue(queue_name)
-        return ServiceBusSender(self._conn, queue_name)
+        return self._sender(EntityRef.queue(queue_name))
+
+    def get_topic_sender(self, topic_name: str) -> "ServiceBusSender":
+        """A sender for ``topic_name`` (raises MessagingEntityNotFoundError if it is missing).
+
+        A topic stores each message once (TOPIC-1); each subscription receives the messages
+        its rules match as they stood when the message was sent (TOPIC-2).
+        """
+        return self._sender(EntityRef.topic_of(topic_name))
 
     def get_queue_receiver(self, queue_name: str, *,
                            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
@@ -65,6 +72,32 @@ class ServiceBusClient:
         means one look and return. ``prefetch_count`` is accepted for compatibility: receives
         are batch reads already, so there is nothing to prefetch.
         """
+        return self._receiver(EntityRef.queue(queue_name), receive_mode, sub_queue,
+                              max_wait_time, prefetch_count)
+
+    def get_subscription_receiver(
+            self, topic_name: str, subscription_name: str, *,
+            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
+            sub_queue: Optional[ServiceBusSubQueue] = None,
+            max_wait_time: Optional[float] = None,
+            prefetch_count: int = 0) -> "ServiceBusReceiver":
+        """A receiver for a subscription or, with ``sub_queue=DEAD_LETTER``, its dead-letter
+        queue (``<topic>/Subscriptions/<subscription>/$DeadLetterQueue``).
+
+        The subscription behaves as a queue of its own (TOPIC-1): its own locks, delivery
+        counts, deferral and dead-letter queue; settling here never touches another
+        subscription. Arguments as in :meth:`get_queue_receiver`.
+        """
+        return self._receiver(EntityRef.subscription(topic_name, subscription_name),
+                              receive_mode, sub_queue, max_wait_time, prefetch_count)
+
+    def _sender(self, ref: EntityRef) -> "ServiceBusSender":
+        self._conn.check_open()
+        self._entities.resolve(ref)
+        return ServiceBusSender(self._conn, ref)
+
+    def _receiver(self, ref: EntityRef, receive_mode, sub_queue, max_wait_time,
+                  prefetch_count) -> "ServiceBusReceiver":
         self._conn.check_open()
         try:
             mode = ServiceBusReceiveMode(receive_mode)
@@ -87,6 +120,6 @@ class ServiceBusClient:
                 or prefetch_count < 0:
             raise ServiceBusInvalidOperationError(
                 f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
-        self._entities.queue(queue_name)
-        return ServiceBusReceiver(self._conn, queue_name, mode, sub_queue,
+        self._entities.resolve(ref)
+        return ServiceBusReceiver(self._conn, ref, mode, sub_queue,
                                   wait_seconds(max_wait_time, "max_wait_time"))

@@ -139,7 +139,7 @@ def inbox_frame(entity, df, now: datetime):
         pid = F.lit(0)
     else:
         key = F.coalesce(col("session_id"), col("partition_key"))
-        if entity.properties.requires_duplicate_detection:
+        if entity.requires_duplicate_detection:
             key = F.coalesce(key, col("message_id"))
         spread = F.pmod(F.monotonically_increasing_id() + F.lit(hash(now) & 0xFFFF), partitions)
         pid = F.when(key.isNull(), spread).otherwise(

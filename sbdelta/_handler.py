@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Sequence, Union
 
 from ._activity import ActivityTracker
 from ._entity import Entity, EntityResolver
+from ._names import EntityRef
 from ._namespace import Namespace
 from .exceptions import ServiceBusInvalidOperationError
 
@@ -64,9 +65,10 @@ class Connection:
 class Handler:
     """A sender or receiver bound to one entity of a client's namespace."""
 
-    def __init__(self, connection: Connection, entity_name: str) -> None:
+    def __init__(self, connection: Connection, ref: EntityRef) -> None:
         self._conn = connection
-        self._name = entity_name
+        self._ref = ref
+        self._name = ref.path
 
     def __enter__(self):
         return self
@@ -84,6 +86,6 @@ class Handler:
         """The entity as it is now (SETTLE-7: properties may change at any time); a lookup is
         activity (IDLE-2: sends, receives, peeks and settlements; one small file a minute)."""
         self._conn.check_open()
-        entity = self._conn.entities.queue(self._name)
+        entity = self._conn.entities.resolve(self._ref)
         self._conn.activity.touch(entity.store.folder)
         return entity

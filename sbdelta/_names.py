@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
+from typing import Optional
 
 from sbdelta.exceptions import InvalidEntityNameError
 
@@ -21,6 +23,7 @@ __all__ = [
     "validate_entity_name",
     "storage_key",
     "entity_key",
+    "EntityRef",
 ]
 
 MAX_PATH_LENGTH = 260
@@ -151,3 +154,56 @@ def entity_key(path: str) -> str:
         ``path`` in lower case (Service Bus names are case-insensitive).
     """
     return path.lower()
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    """Where an entity lives in the registry, and how messages name it.
+
+    ``key`` is the registry key: a queue or topic is its case-folded path, a subscription
+    ``<topic key>:subscriptions:<name>``, a rule ``<subscription key>:rules:<name>`` (``:`` is
+    not a name character, so an entity's children are exactly the keys ``<key>:...``).
+    ``path`` is the Service Bus entity path (``events/Subscriptions/audit``), ``label`` the
+    phrase errors use (``subscription 'events/audit'``).
+    """
+
+    kind: str
+    key: str
+    name: str
+    path: str
+    label: str
+    parent: Optional[str] = None
+    parent_kind: Optional[str] = None
+    topic: Optional[str] = None  # a subscription's or rule's topic path
+
+    @classmethod
+    def queue(cls, name: object) -> "EntityRef":
+        name = validate_entity_path(name, kind="queue")
+        return cls("queue", entity_key(name), name, name, f"queue '{name}'")
+
+    @classmethod
+    def topic_of(cls, name: object) -> "EntityRef":
+        name = validate_entity_path(name, kind="topic")
+        return cls("topic", entity_key(name), name, name, f"topic '{name}'")
+
+    @classmethod
+    def subscription(cls, topic_name: object, subscription_name: object) -> "EntityRef":
+        topic = cls.topic_of(topic_name)
+        sub = validate_entity_name(subscription_name, kind="subscription")
+        return cls("subscription", f"{topic.key}:subscriptions:{entity_key(sub)}", sub,
+                   f"{topic.name}/Subscriptions/{sub}", f"subscription '{topic.name}/{sub}'",
+                   topic.key, "topic", topic.name)
+
+    @classmethod
+    def rule(cls, topic_name: object, subscription_name: object,
+             rule_name: object) -> "EntityRef":
+        sub = cls.subscription(topic_name, subscription_name)
+        rule = validate_entity_name(rule_name, kind="rule")
+        return cls("rule", f"{sub.key}:rules:{entity_key(rule)}", rule,
+                   f"{sub.path}/Rules/{rule}", f"rule '{rule}' of {sub.label}", sub.key,
+                   "subscription", sub.topic)
+
+    def history_key(self, unique: str) -> str:
+        """Registry key of a retired version of this rule (TOPIC-2 keeps them)."""
+        parent = self.key.rsplit(":rules:", 1)[0]
+        return f"{parent}:history:{self.key.rsplit(':', 1)[1]}:{unique}"

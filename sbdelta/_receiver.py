@@ -1,4 +1,5 @@
-"""ServiceBusReceiver: receives from one queue or its dead-letter queue, and settles."""
+"""ServiceBusReceiver: receives from one queue or subscription, or its dead-letter queue, and
+settles."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Unio
 from ._clock import from_spark
 from ._entity import Entity
 from ._handler import Connection, Handler, positive_int, wait_seconds
+from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import (ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties,
@@ -22,12 +24,12 @@ __all__ = ["ServiceBusReceiver"]
 
 
 class ServiceBusReceiver(Handler):
-    """Receives from one queue or its dead-letter queue."""
+    """Receives from one queue or subscription, or its dead-letter queue."""
 
-    def __init__(self, connection: Connection, queue_name: str,
+    def __init__(self, connection: Connection, ref: EntityRef,
                  receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
                  max_wait_time: Optional[float]) -> None:
-        super().__init__(connection, queue_name)
+        super().__init__(connection, ref)
         self._mode = receive_mode
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
@@ -36,7 +38,7 @@ class ServiceBusReceiver(Handler):
     @property
     def entity_path(self) -> str:
         if self._sub_queue is ServiceBusSubQueue.DEAD_LETTER:
-            return f"{self._name}/$deadletterqueue"
+            return f"{self._name}/$DeadLetterQueue"
         return self._name
 
     @property
@@ -255,7 +257,7 @@ class ServiceBusReceiver(Handler):
             # SETTLE-7: a property change of the queue after the lock was taken voids the lock.
             if entity.updated_at > m._lock_acquired_at:
                 raise MessageLockLostError(
-                    f"the lock on message {m.sequence_number} was lost: queue '{self._name}' "
+                    f"the lock on message {m.sequence_number} was lost: {self._ref.label} "
                     f"was updated at {entity.updated_at.isoformat()} after the message was "
                     "locked. Receive it again")
         if action == "dead_letter" and self._sub_queue:
@@ -296,7 +298,7 @@ class ServiceBusReceiver(Handler):
         self._settle(list(messages), "renew")
 
     def _lock_duration(self) -> timedelta:
-        return self._conn.entities.queue(self._name).properties.lock_duration
+        return self._conn.entities.resolve(self._ref).properties.lock_duration
 
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
         """Remove the message (SETTLE-1). Needs a valid lock held by this receiver."""

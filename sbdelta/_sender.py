@@ -1,4 +1,4 @@
-"""ServiceBusSender: sends to one queue. Every send is one Delta commit (SEND-1/2)."""
+"""ServiceBusSender: sends to one queue or topic. Every send is one Delta commit (SEND-1/2)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 from ._clock import utc
 from ._entity import Entity
 from ._handler import Connection, Handler, positive_int
+from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
 from ._store import INBOX_COLUMNS, ddl, inbox_rows, sequence_number
@@ -21,10 +22,11 @@ __all__ = ["ServiceBusSender"]
 
 
 class ServiceBusSender(Handler):
-    """Sends to one queue. Every send is one Delta commit: all of it or nothing (SEND-1/2)."""
+    """Sends to one queue or topic. Every send is one Delta commit: all of it or nothing
+    (SEND-1/2). A topic stores each message once, whatever its subscriptions (TOPIC-1)."""
 
-    def __init__(self, connection: Connection, queue_name: str) -> None:
-        super().__init__(connection, queue_name)
+    def __init__(self, connection: Connection, ref: EntityRef) -> None:
+        super().__init__(connection, ref)
         self._round_robin = itertools.count(random.randrange(1 << 16))
 
     @property
@@ -37,13 +39,13 @@ class ServiceBusSender(Handler):
         return entity
 
     def create_message_batch(self, max_size_in_bytes: Optional[int] = None) -> ServiceBusMessageBatch:
-        """An empty batch; at most the queue's max message size unless a smaller one is given."""
+        """An empty batch; at most the entity's max message size unless a smaller one is given."""
         limit = self._entity().max_message_size
         if max_size_in_bytes is not None:
             size = positive_int(max_size_in_bytes, "max_size_in_bytes")
             if size > limit:
                 raise ValueError(
-                    f"max_size_in_bytes {size} is larger than the queue allows ({limit} bytes)")
+                    f"max_size_in_bytes {size} is larger than {self._ref.label} allows ({limit} bytes)")
             limit = size
         return ServiceBusMessageBatch(limit)
 
@@ -54,7 +56,7 @@ class ServiceBusSender(Handler):
             return 0
         # PART-2: SessionId, then PartitionKey, then MessageId under duplicate detection.
         key = message.session_id or message.partition_key
-        if key is None and entity.properties.requires_duplicate_detection:
+        if key is None and entity.requires_duplicate_detection:
             key = message.message_id
         if key is None:
             return next(self._round_robin) % partitions
@@ -67,7 +69,7 @@ class ServiceBusSender(Handler):
             return []
         rows = inbox_rows(messages, now=self._now(), schedule=schedule,
                           ttl_cap=entity.ttl_cap, limit=entity.max_message_size,
-                          entity=f"queue '{entity.name}'",
+                          entity=entity.label,
                           partition=lambda message: self._partition(message, entity))
         df = self._conn.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
         version, _ = self._append(entity, df)
@@ -76,33 +78,34 @@ class ServiceBusSender(Handler):
         return [sequence_number(r[0], version, r[1]) for r in rows]
 
     def _append(self, entity: Entity, rows) -> Optional[Tuple[int, int]]:
-        """Append ``rows`` to the queue's inbox in one commit: (version, rows), None if empty.
+        """Append ``rows`` to the entity's inbox in one commit: (version, rows), None if empty.
 
-        The queue may be deleted while the send runs (its registry row first, then its folder).
+        The queue or topic may be deleted while the send runs (its registry row first, then its
+        folder).
         A send that then fails, or commits to a folder the registry no longer points at, raises
         MessagingEntityNotFoundError instead of reporting a message no entity holds (SEND-1).
         Row checks of ``send_dataframe`` that fail the write become their sbdelta error.
         """
         try:
             appended = entity.store.append(rows, limit=entity.max_message_size,
-                                           entity=f"queue '{entity.name}'")
+                                           entity=entity.label)
         except ServiceBusError:
             raise
-        except Exception:  # noqa: BLE001 - re-raised unless the queue is gone
+        except Exception:  # noqa: BLE001 - re-raised unless the entity is gone
             self._raise_if_deleted(entity)
             raise
         self._raise_if_deleted(entity)
         return appended
 
     def _raise_if_deleted(self, entity: Entity) -> None:
-        current = self._conn.entities.refresh(self._name)  # no job unless the registry moved
+        current = self._conn.entities.refresh(self._ref)  # no job unless the registry moved
         if current is not None and current.store.folder == entity.store.folder:
             return
         # Incarnation folders are never reused, so whatever this send left there is garbage.
         self._conn.ns.remove_tree(entity.store.folder)
         raise MessagingEntityNotFoundError(
-            f"queue '{self._name}' was deleted while the send was in flight: no queue holds "
-            "its messages. Create the queue again and resend")
+            f"{self._ref.label} was deleted while the send was in flight: nothing holds "
+            f"its messages. Create the {self._ref.kind} again and resend")
 
     # -- API -----------------------------------------------------------------------------------
     def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
@@ -111,8 +114,8 @@ class ServiceBusSender(Handler):
         """Send one message, a list, or a batch, in ONE commit (all or nothing).
 
         Raises:
-            MessageSizeExceededError: a message is larger than the queue allows.
-            MessagingEntityDisabledError: the queue is Disabled or SendDisabled.
+            MessageSizeExceededError: a message is larger than the entity allows.
+            MessagingEntityDisabledError: the queue or topic is Disabled or SendDisabled.
             MessageTypeError / InvalidMessageError: not messages, or invalid fields.
         """
         self._write(to_message_list(message))
@@ -135,7 +138,7 @@ class ServiceBusSender(Handler):
         """Cancel scheduled messages that have not become visible yet (one commit, all or none).
 
         Raises:
-            MessageNotFoundError: a number is not a scheduled message of this queue still
+            MessageNotFoundError: a number is not a scheduled message of this entity still
                 waiting for its time (unknown, already enqueued or delivered, or an ordinary
                 message); nothing is cancelled.
             ServiceBusInvalidOperationError: a number is not an integer in [0, 2**63).
@@ -144,8 +147,14 @@ class ServiceBusSender(Handler):
         entity = self._entity()
         if not seqs:
             return
+        if entity.kind == "topic":  # TOPIC-6: removed from every subscription
+            subscriptions = self._conn.entities.subscriptions(entity.ref)
+            entity.store.cancel_scheduled_everywhere(
+                [sub.store for sub in subscriptions], seqs, self._now(),
+                what=f"cancel scheduled messages on {entity.label}")
+            return
         entity.store.cancel_scheduled(seqs, self._now(),
-                                      what=f"cancel scheduled messages on queue '{self._name}'")
+                                      what=f"cancel scheduled messages on {entity.label}")
 
     def send_dataframe(self, df) -> int:
         """Send every row of a DataFrame in ONE commit; returns the number of messages sent.

@@ -19,6 +19,9 @@ settle_delete   complete: remove the row if the caller holds its lock
 settle_update   abandon, defer, dead-letter, renew: if the caller holds the lock
 cancel          remove a registered scheduled row not yet visible (any other row: guard), or
                 insert a cancellation tombstone for one still only in the inbox
+cancel_all      as cancel, but any other row is left alone: a topic's cancel in each of its
+                subscriptions (TOPIC-6), where the message may be cancelled already or have
+                been left out by the subscription's rules
 ==============  ==========================================================================
 """
 
@@ -81,10 +84,11 @@ def apply_clauses(pids: Iterable[int], now: datetime, tombstones: bool = False) 
       locked_until = CASE WHEN s._keep_lock THEN s.locked_until END,
       application_properties = coalesce(s.application_properties, t.application_properties),
       rev = t.rev + 1
-    WHEN MATCHED AND s._op = 'cancel' AND t.state = '{SCHEDULED}' AND t.visible_at > {now_sql}
-      THEN DELETE
+    WHEN MATCHED AND s._op IN ('cancel', 'cancel_all') AND t.state = '{SCHEDULED}'
+      AND t.visible_at > {now_sql} THEN DELETE
+    WHEN MATCHED AND s._op = 'cancel_all' THEN UPDATE SET rev = t.rev
     WHEN MATCHED THEN UPDATE SET k = {raise_guard}
-    WHEN NOT MATCHED AND s._op IN ('insert', 'cancel') THEN INSERT ({insert_cols})
+    WHEN NOT MATCHED AND s._op IN ('insert', 'cancel', 'cancel_all') THEN INSERT ({insert_cols})
       VALUES ({insert_vals})
     WHEN NOT MATCHED THEN INSERT (k) VALUES ({raise_guard})
     """

@@ -33,17 +33,20 @@ def append(store, df) -> Optional[Tuple[int, int]]:
 
 
 def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, hi: int):
-    """Inbox rows of versions lo..hi in ``pids`` past each partition's frontier, with ``seq``."""
+    """Inbox rows of versions lo..hi in ``pids`` past each partition's frontier, with ``seq``
+    (a subscription's: only those its rules admit, as it sees them)."""
     from pyspark.sql import functions as F
 
     pids = sorted(set(pids))
     frontier_case = case_by_pid({p: frontiers.get(p, -1) for p in pids}, default="-1")
-    return (store.spark.read.format("delta").option("readChangeFeed", "true")
+    rows = (store.spark.read.format("delta").option("readChangeFeed", "true")
             .option("startingVersion", lo).option("endingVersion", hi)
             .load(store.inbox_path)
             .where(f"_change_type = 'insert' AND pid IN ({pid_list(pids)})")
             .withColumn("seq", F.expr(seq_sql()))
             .where(f"seq > {frontier_case}"))
+    # A subscription sees its topic's inbox through its rules (MessageStore.admit).
+    return rows if store.admit is None else store.admit(rows)
 
 
 def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):

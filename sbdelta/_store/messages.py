@@ -9,8 +9,9 @@ above ``_store`` talks only to it (and to the names re-exported by ``sbdelta._st
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deadletter, expiry, inbox, reads, receive, schedule, settle
 from .apply import apply_df, as_ops
@@ -32,32 +33,66 @@ class MessageStore:
 
     ``partitions`` is 16 for partitioned entities, 1 otherwise; ``dead_letter`` makes this the
     store of a dead-letter queue (no inbox, no expiry, no delivery limit).
+
+    A subscription reads its topic's inbox (``inbox``, a path outside its folder) through
+    ``admit``: a function from inbox rows to the rows this subscription takes, with their
+    columns as it sees them (its rules, TTL-3's cap). Every read of the inbox goes through it
+    (:func:`.inbox.inbox_range`), so registration, peeks, counts and sweeps agree on it.
     """
 
-    def __init__(self, spark, folder: str, partitions: int, *, dead_letter: bool = False) -> None:
+    def __init__(self, spark, folder: str, partitions: int, *, dead_letter: bool = False,
+                 inbox: Optional[str] = None, admit: Optional[Callable] = None) -> None:
         self.spark = spark
         self.folder = folder
         self.partitions = partitions
         self.dead_letter = dead_letter
-        self.inbox_path = None if dead_letter else f"{folder}/inbox"
+        self.owns_inbox = inbox is None and not dead_letter
+        self.inbox_path = None if dead_letter else (inbox or f"{folder}/inbox")
+        self.admit = admit
         self.messages_path = f"{folder}/deadletter" if dead_letter else f"{folder}/messages"
         self._delta_logs: Dict[str, object] = {}
 
     def dead_letter_store(self) -> "MessageStore":
         return MessageStore(self.spark, self.folder, self.partitions, dead_letter=True)
 
+    def reading(self, admit: Optional[Callable]) -> "MessageStore":
+        """This store seeing its inbox through ``admit`` (a subscription's current rules)."""
+        view = copy.copy(self)
+        view.admit = admit
+        return view
+
     # -- tables --------------------------------------------------------------------------------
     def ensure_tables(self, what: str = "") -> None:
         """Create the entity's tables if missing; raise StorageLayoutError for tables of an
         older layout (``what`` names the entity in that error)."""
+        if self.owns_inbox:
+            self.ensure_inbox(what)
         if self.inbox_path:
-            create_table(self.spark, self.inbox_path, ddl(INBOX_COLUMNS), partitioned_by="pid",
-                         properties=tblproperties(INBOX_PROPERTIES))
-            require_portable(self.spark, self.inbox_path, what or self.folder)
             self.dead_letter_store().ensure_tables(what)
         create_table(self.spark, self.messages_path, ddl(MESSAGES_COLUMNS), partitioned_by="pid",
                      properties=tblproperties(MESSAGES_PROPERTIES))
         require_portable(self.spark, self.messages_path, what or self.folder)
+
+    def ensure_inbox(self, what: str = "") -> None:
+        """Create the inbox if missing."""
+        create_table(self.spark, self.inbox_path, ddl(INBOX_COLUMNS), partitioned_by="pid",
+                     properties=tblproperties(INBOX_PROPERTIES))
+        require_portable(self.spark, self.inbox_path, what or self.folder)
+
+    def ensure_topic_tables(self, what: str = "") -> None:
+        """A topic's tables: its inbox, and a ``messages`` table that holds only the
+        tombstones of its cancelled scheduled messages (TOPIC-6)."""
+        self.ensure_inbox(what)
+        create_table(self.spark, self.messages_path, ddl(MESSAGES_COLUMNS), partitioned_by="pid",
+                     properties=tblproperties(MESSAGES_PROPERTIES))
+        require_portable(self.spark, self.messages_path, what or self.folder)
+
+    def start_at_latest(self, now: datetime) -> int:
+        """Set every partition's frontier to the inbox's latest version (a new subscription
+        reads only what its topic gets from now on); returns that version."""
+        version = self.latest_version(self.inbox_path)
+        receive.advance_frontiers(self, list(range(self.partitions)), version, now)
+        return version
 
     def delta_log(self, path: str):
         log = self._delta_logs.get(path)
@@ -106,6 +141,11 @@ class MessageStore:
         """Cancel scheduled messages not yet visible, all or none (see :mod:`.schedule`)."""
         schedule.cancel_scheduled(self, seqs, now, what=what)
 
+    def cancel_scheduled_everywhere(self, subscriptions: Iterable["MessageStore"],
+                                    seqs: Sequence[int], now: datetime, *, what: str) -> None:
+        """TOPIC-6: cancel this topic's scheduled messages in each of its subscriptions."""
+        schedule.cancel_topic_scheduled(self, subscriptions, seqs, now, what=what)
+
     def move_dead_letters(self, pids: Iterable[int], now: datetime, *,
                           copy_only: bool = False) -> int:
         return deadletter.move_dead_letters(self, pids, now, copy_only=copy_only)
@@ -119,6 +159,10 @@ class MessageStore:
 
     def counts(self, now: datetime) -> Counts:
         return reads.counts(self, now)
+
+    def inbox_counts(self, now: datetime) -> Counts:
+        """Scheduled messages and size of the inbox itself (a topic's counts)."""
+        return reads.inbox_counts(self, now)
 
     def frontiers(self) -> Dict[int, int]:
         return reads.frontiers(self)

@@ -117,3 +117,21 @@ def frontiers(store) -> Dict[int, int]:
     found = {r.pid: r.seq for r in store.messages().where(f"kind = '{FRONTIER}'")
              .select("pid", "seq").collect()}
     return {p: found.get(p, -1) for p in range(store.partitions)}
+
+
+def inbox_counts(store, now: datetime) -> Counts:
+    """A topic's own counts, from its inbox: messages scheduled for later and not cancelled
+    (TOPIC-6), and the size of everything it holds (its subscriptions keep their own counts)."""
+    from pyspark.sql import functions as F
+
+    latest = store.latest_version(store.inbox_path)
+    if latest < 1:
+        return Counts()
+    now_sql = sql_literal(now)
+    cancelled = store.messages().where(f"kind = '{MSG}' AND state = '{CANCELLED}'") \
+        .select("pid", "seq")
+    agg = (inbox_range(store, range(store.partitions), {}, 1, latest)
+           .where(f"kind = '{MSG}'").join(cancelled, ["pid", "seq"], "left_anti")
+           .agg(F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} THEN 1 ELSE 0 END"))
+                .alias("scheduled"), F.sum("size").alias("size")).collect()[0])
+    return Counts(scheduled=agg.scheduled or 0, size_in_bytes=agg.size or 0)

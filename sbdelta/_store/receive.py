@@ -97,7 +97,7 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
     # sender uses does not make every receive re-read old commits.
     idle = [p for p in idle if not chosen or hi - start_version(frontiers[p]) >= 64]
     if idle:
-        _advance_frontiers(store, idle, hi, now)
+        advance_frontiers(store, idle, hi, now)
     if not chosen:
         return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),))), []
 
@@ -110,8 +110,9 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
     merge(store.spark, store.messages_path, source,
           apply_clauses(chosen, now, store.dead_letter))
     out = plan.where("_out")
+    rejects = getattr(store.admit, "dead_letters", False)  # filter errors (TOPIC-5)
     if any(actions[p] for p in chosen) or (
-            policy.dead_letter_on_expiration and any(take_new.values())):
+            (policy.dead_letter_on_expiration or rejects) and any(take_new.values())):
         store.move_dead_letters(chosen, now)
     return out, chosen
 
@@ -219,7 +220,12 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
     else:
         rows = rows.withColumn("_dup", F.lit(False))
     expired = expired_sql(policy, now, dead_letter=store.dead_letter)
-    rows = (rows.withColumn("_cancelled", F.col("_trev").isNotNull())
+    # A subscription's rows whose filter failed to evaluate arrive with their dead-letter
+    # reason set (TOPIC-5): they go to the dead-letter queue, never to a receiver.
+    failed = (F.col("dead_letter_reason").isNotNull() if "dead_letter_reason" in rows.columns
+              else F.lit(False))
+    rows = (rows.withColumn("_failed", failed)
+            .withColumn("_cancelled", F.col("_trev").isNotNull())
             .withColumn("_expired", F.expr(expired))
             .withColumn("_visible", F.expr(f"visible_at <= {now_sql}"))
             .withColumn("_live", ~F.col("_dup") & ~F.col("_cancelled")
@@ -230,7 +236,7 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
             rows.where("_cancelled").select("pid", "k", F.lit(MSG).alias("kind"),
                                             F.col("_trev").alias("_rev"),
                                             F.lit("delete").alias("_op"))))
-    handed = F.col("_live") & F.col("_visible") & ~F.col("_expired")
+    handed = F.col("_live") & ~F.col("_failed") & F.col("_visible") & ~F.col("_expired")
     base = rows.withColumn("rev", F.lit(0).cast("bigint"))
     # Handed out now.
     if delete:
@@ -240,19 +246,26 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
             "_op", F.lit("insert"))
         parts.append(to_source(locked, out=True))
     # Scheduled for later: registered, invisible until its time.
-    later = (base.where(F.col("_live") & ~F.col("_visible"))
+    later = (base.where(F.col("_live") & ~F.col("_failed") & ~F.col("_visible"))
              .withColumn("state", F.lit(SCHEDULED)).withColumn("delivery_count", F.lit(0))
              .withColumn("_op", F.lit("insert")))
     parts.append(to_source(later))
     # Expired on arrival: dead-lettered (when the entity says so) or dropped.
     if policy.dead_letter_on_expiration and not store.dead_letter:
-        dead = (base.where(F.col("_live") & F.col("_visible") & F.col("_expired"))
+        dead = (base.where(F.col("_live") & ~F.col("_failed") & F.col("_visible")
+                           & F.col("_expired"))
                 .withColumn("state", F.lit(DEADLETTERING))
                 .withColumn("delivery_count", F.lit(0))
                 .withColumn("dead_letter_reason", F.lit(TTL_EXPIRED_REASON))
                 .withColumn("dead_letter_error_description", F.lit(TTL_EXPIRED_DESCRIPTION))
                 .withColumn("_op", F.lit("insert")))
         parts.append(to_source(dead))
+    if "dead_letter_reason" in rows.columns:
+        rejected = (base.where(F.col("_live") & F.col("_failed"))
+                    .withColumn("state", F.lit(DEADLETTERING))
+                    .withColumn("delivery_count", F.lit(0))
+                    .withColumn("_op", F.lit("insert")))
+        parts.append(to_source(rejected))
     return parts + dedup_parts
 
 
@@ -288,7 +301,7 @@ def _frontier_rows(store, frontier_rows, revs, new_rows, take_new):
         .alias("_op")))
 
 
-def _advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
+def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
     """Move idle partitions' frontiers past versions that held nothing for them."""
     def step():
         m = store.messages().where(f"pid IN ({', '.join(map(str, pids))}) "

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from .._clock import from_spark
 from . import schema
-from .delta import create_table, guard, merge, retry, run_guarded, sql_literal
+from .delta import GuardTripped, create_table, guard, merge, retry, run_guarded, sql_literal
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,13 @@ class Registry:
         """Every entity of the namespace (queues, topics, subscriptions, rules), by key."""
         return self._read("TRUE")
 
+    def family(self, keys: List[str], below: str) -> List[RegistryRow]:
+        """The rows of ``keys`` and every row below ``below`` (its children), in ONE read: a
+        subscription with its topic, rules and retired rules."""
+        where = (f"key IN ({', '.join(sql_literal(k) for k in keys)}) "
+                 f"OR key LIKE {sql_literal(_like_prefix(below))}")
+        return self._read(where)
+
     def list(self, kind: str, parent: Optional[str] = None) -> List[RegistryRow]:
         where = f"kind = {sql_literal(kind)}"
         if parent is not None:
@@ -125,14 +132,54 @@ class Registry:
 
         retry(step, what=f"update {kind} {key}")
 
+    def retire(self, key: str, kind: str,
+               change: Callable[[RegistryRow], Tuple[Optional[dict], RegistryRow]],
+               now: datetime) -> None:
+        """Replace or delete the row ``key`` and keep its old version, in ONE commit.
+
+        ``change(row)`` gets the row as read and returns (new properties, or None to delete
+        it; the history row to insert). Raises GuardTripped('NOT_FOUND') if the row is gone.
+        A row changed between the read and the commit trips STALE, and the read is redone.
+        """
+        self.ensure()
+        names = [name for name, _ in schema.REGISTRY_COLUMNS]
+        columns = schema.ddl(schema.REGISTRY_COLUMNS) + ", op STRING, expected TIMESTAMP"
+
+        def step():
+            row = self.get(key)
+            if row is None or row.kind != kind:
+                raise GuardTripped("NOT_FOUND")
+            replacement, history = change(row)
+            rows = [(key, kind, None, None, None,
+                     None if replacement is None else json.dumps(replacement, sort_keys=True),
+                     None, now, "retire" if replacement is None else "replace",
+                     row.updated_at),
+                    (history.key, history.kind, history.name, history.parent,
+                     history.location, json.dumps(history.properties, sort_keys=True),
+                     history.created_at, history.updated_at, "insert", None)]
+            source = self.spark.createDataFrame(rows, columns)
+            merge(self.spark, self.path, source, f"""
+                ON t.key = s.key
+                WHEN MATCHED AND s.op <> 'insert' AND t.updated_at <> s.expected THEN
+                    UPDATE SET t.key = {guard('STALE')}
+                WHEN MATCHED AND s.op = 'retire' THEN DELETE
+                WHEN MATCHED AND s.op = 'replace' THEN UPDATE SET
+                    t.properties = s.properties, t.updated_at = s.updated_at
+                WHEN MATCHED THEN UPDATE SET t.key = {guard('EXISTS')}
+                WHEN NOT MATCHED AND s.op = 'insert' THEN INSERT ({', '.join(names)})
+                    VALUES ({', '.join('s.' + n for n in names)})
+                WHEN NOT MATCHED THEN INSERT (key) VALUES ({guard('STALE')})
+            """)
+
+        retry(step, what=f"retire {kind} {key}")
+
     def delete(self, key: str, kind: str) -> bool:
         """Delete ``key`` and every entity below it in one commit; False if it did not exist."""
         if not self._exists():
             return False
         condition = f"(key = {sql_literal(key)} AND kind = {sql_literal(kind)})"
         if kind in ("topic", "subscription"):  # children's keys are "<parent key>:..."
-            prefix = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ":%"
-            condition += f" OR key LIKE {sql_literal(prefix)}"
+            condition += f" OR key LIKE {sql_literal(_like_prefix(key))}"
 
         def step():
             rows = run_guarded(lambda: self.spark.sql(
@@ -140,3 +187,8 @@ class Registry:
             return rows[0].num_affected_rows if rows else 0
 
         return retry(step, what=f"delete {kind} {key}") > 0
+
+
+def _like_prefix(key: str) -> str:
+    """A LIKE pattern matching the keys below ``key`` (``<key>:...``)."""
+    return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ":%"

@@ -8,12 +8,18 @@ ordinary message) fails the whole cancel with MessageNotFoundError and changes n
 inbox is checked before the commit, and the commit itself trips the ``NOT_SCHEDULED`` guard on
 any registered row that is not a future scheduled message. A registration racing the cancel
 touches the same partition, so one of the two MERGEs conflicts and is redone.
+
+On a topic (TOPIC-6) the message is cancelled in every subscription, then recorded as cancelled
+in the topic's own ``messages`` table (which holds nothing but those tombstones, for the topic's
+counts and to refuse a second cancel). The check runs against the topic's inbox first; each
+subscription's step is idempotent (a tombstone already there is left alone), so a cancel that
+stopped half way (a crash) is finished by calling it again.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from .apply import apply_rows
 from .delta import GuardTripped, guard_error, retry, sql_literal
@@ -63,3 +69,39 @@ def _not_scheduled(what: str, seqs) -> Exception:
                        f"{what}: {sorted(seqs)[:10]} is not a scheduled message of this entity "
                        "that is still waiting for its time (unknown, already enqueued or "
                        "delivered, or an ordinary message). Nothing was cancelled")
+
+
+def cancel_topic_scheduled(topic, subscriptions: Iterable, seqs: Sequence[int], now: datetime,
+                           *, what: str) -> None:
+    """TOPIC-6: cancel scheduled messages of the ``topic`` store in every subscription store."""
+    seqs = list(dict.fromkeys(seqs))
+    bad = [s for s in seqs if partition_of(s) >= topic.partitions]
+    if bad:
+        raise _not_scheduled(what, bad)
+    cancelled = {r.seq for r in topic.rows_by_seq(seqs, f"kind = '{MSG}'")[0]
+                 .select("seq").collect()}
+    versions = [(s >> VERSION_SHIFT) & MAX_VERSION for s in seqs]
+    found = {r.seq for r in inbox_range(
+        topic, {partition_of(s) for s in seqs}, {}, min(versions), max(versions))
+        .where(f"kind = '{MSG}' AND scheduled_enqueue_time > {sql_literal(now)} "
+               f"AND seq IN ({', '.join(map(str, seqs))})")
+        .select("seq").collect()}
+    missing = [s for s in seqs if s not in found or s in cancelled]
+    if missing:
+        raise _not_scheduled(what, missing)
+    rows = [{"pid": partition_of(s), "k": msg_key(s), "kind": MSG, "seq": s, "rev": 0,
+             "state": CANCELLED, "_op": "cancel_all"} for s in seqs]
+    pids = {r["pid"] for r in rows}
+    for store in subscriptions:
+        retry(lambda: apply_rows(store, rows, pids, now), what=what)
+    topic_rows = [{**r, "_op": "cancel", "_guard": "NOT_SCHEDULED"} for r in rows]
+
+    def record():
+        try:
+            apply_rows(topic, topic_rows, pids, now)
+        except GuardTripped as tripped:
+            if tripped.code != "NOT_SCHEDULED":
+                raise
+            raise _not_scheduled(what, seqs) from None
+
+    retry(record, what=what)

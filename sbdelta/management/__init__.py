@@ -1,7 +1,8 @@
 """Entity management, named as in ``azure.servicebus.management``."""
 
 from ._apply import ApplyReport
-from ._client import QueueRuntimeProperties, ServiceBusAdministrationClient
+from ._client import (QueueRuntimeProperties, ServiceBusAdministrationClient,
+                      SubscriptionRuntimeProperties, TopicRuntimeProperties)
 from .._properties import (CorrelationRuleFilter, EntityStatus, FalseRuleFilter, QueueProperties,
                           RuleProperties, SqlRuleAction, SqlRuleFilter, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter)
@@ -11,6 +12,8 @@ __all__ = [
     "ServiceBusAdministrationClient",
     "ApplyReport",
     "QueueRuntimeProperties",
+    "TopicRuntimeProperties",
+    "SubscriptionRuntimeProperties",
     # entity properties
     "QueueProperties",
     "TopicProperties",

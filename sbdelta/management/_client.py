@@ -8,20 +8,65 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from .._clock import Clock
-from .._names import entity_key, storage_key, validate_entity_name, validate_entity_path
+from .._names import EntityRef, storage_key
 from .._namespace import Namespace
 from .._store.delta import GuardTripped
 from .._store.registry import RegistryRow
+from .._store import MessageStore
+from .._entity import PARTITION_COUNT, EntityResolver
+from .._subscription import RULE_HISTORY, RuleWindow
+from ..rules import validate_rule
 from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
                           MessagingEntityNotFoundError)
 from .._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter, check_update)
 
-__all__ = ["ServiceBusAdministrationClient", "QueueRuntimeProperties"]
+__all__ = ["ServiceBusAdministrationClient", "QueueRuntimeProperties", "TopicRuntimeProperties",
+           "SubscriptionRuntimeProperties"]
 
 _TIMESTAMPS = ("created_at_utc", "updated_at_utc", "accessed_at_utc")
 _IDENTITY = ("name", "topic_name", "subscription_name")
 DEFAULT_RULE = "$Default"
+
+
+@dataclass(frozen=True)
+class TopicRuntimeProperties:
+    """A topic's counts (as ``azure.servicebus.management.TopicRuntimeProperties``).
+
+    ``scheduled_message_count``: messages sent to the topic whose scheduled time has not come
+    (TOPIC-6); ``size_in_bytes``: what its inbox holds (each message once, TOPIC-1).
+    """
+
+    name: str
+    subscription_count: int
+    scheduled_message_count: int
+    size_in_bytes: int
+    created_at_utc: Any
+    updated_at_utc: Any
+    accessed_at_utc: Any
+
+
+@dataclass(frozen=True)
+class SubscriptionRuntimeProperties:
+    """A subscription's counts (as ``azure.servicebus.management.SubscriptionRuntimeProperties``).
+
+    Counted as for a queue (:class:`QueueRuntimeProperties`): the messages its rules admitted
+    (TOPIC-2), locked ones included in ``active_message_count``.
+    """
+
+    name: str
+    topic_name: str
+    active_message_count: int
+    dead_letter_message_count: int
+    scheduled_message_count: int
+    deferred_message_count: int
+    transfer_message_count: int
+    transfer_dead_letter_message_count: int
+    total_message_count: int
+    size_in_bytes: int
+    created_at_utc: Any
+    updated_at_utc: Any
+    accessed_at_utc: Any
 
 
 @dataclass(frozen=True)
@@ -44,41 +89,6 @@ class QueueRuntimeProperties:
     created_at_utc: Any
     updated_at_utc: Any
     accessed_at_utc: Any
-
-
-@dataclass(frozen=True)
-class _Ref:
-    """Where an entity lives in the registry."""
-
-    kind: str
-    key: str
-    label: str  # for messages: "queue 'orders'", "subscription 'events/all'"
-    parent: Optional[str] = None
-    parent_kind: Optional[str] = None
-
-
-def _queue_ref(name: str) -> _Ref:
-    name = validate_entity_path(name, kind="queue")
-    return _Ref("queue", entity_key(name), f"queue '{name}'")
-
-
-def _topic_ref(name: str) -> _Ref:
-    name = validate_entity_path(name, kind="topic")
-    return _Ref("topic", entity_key(name), f"topic '{name}'")
-
-
-def _subscription_ref(topic_name: str, subscription_name: str) -> _Ref:
-    topic = _topic_ref(topic_name)
-    sub = validate_entity_name(subscription_name, kind="subscription")
-    return _Ref("subscription", f"{topic.key}:subscriptions:{entity_key(sub)}",
-                f"subscription '{topic_name}/{sub}'", topic.key, "topic")
-
-
-def _rule_ref(topic_name: str, subscription_name: str, rule_name: str) -> _Ref:
-    sub = _subscription_ref(topic_name, subscription_name)
-    rule = validate_entity_name(rule_name, kind="rule")
-    return _Ref("rule", f"{sub.key}:rules:{entity_key(rule)}",
-                f"rule '{rule}' of {sub.label}", sub.key, "subscription")
 
 
 def _build(cls, args: tuple, kwargs: Dict[str, Any]):
@@ -136,19 +146,17 @@ class ServiceBusAdministrationClient:
                 case-insensitive).
             InvalidEntityNameError, InvalidPropertyError: Bad name or property; nothing written.
         """
-        ref = _queue_ref(queue_name)
+        ref = EntityRef.queue(queue_name)
         props = _build(QueueProperties, (queue_name,), kwargs)
         created = self._create(ref, props, f"queues/{storage_key(props.name)}")
         # Create the message tables now, so that the first senders and receivers (often
         # several processes at once) find them; they would create them if this step died.
-        from .._entity import EntityResolver
-
         EntityResolver(self._ns).queue(queue_name)
         return created
 
     def get_queue(self, queue_name: str) -> QueueProperties:
         """Raises: MessagingEntityNotFoundError."""
-        return self._get(_queue_ref(queue_name), QueueProperties)
+        return self._get(EntityRef.queue(queue_name), QueueProperties)
 
     def update_queue(self, queue: Union[QueueProperties, Mapping[str, Any]], **kwargs: Any) -> None:
         """Update a queue from its properties, changed with ``kwargs``.
@@ -157,11 +165,11 @@ class ServiceBusAdministrationClient:
             MessagingEntityNotFoundError: The queue does not exist.
             ImmutablePropertyError: enable_partitioning or requires_session would change.
         """
-        self._update(QueueProperties, queue, kwargs, lambda p: _queue_ref(p.name))
+        self._update(QueueProperties, queue, kwargs, lambda p: EntityRef.queue(p.name))
 
     def delete_queue(self, queue_name: str) -> None:
         """Delete a queue and its messages. Raises: MessagingEntityNotFoundError."""
-        self._delete(_queue_ref(queue_name))
+        self._delete(EntityRef.queue(queue_name))
 
     def list_queues(self) -> List[QueueProperties]:
         return [self._decode(row, QueueProperties) for row in self._ns.registry.list("queue")]
@@ -174,42 +182,64 @@ class ServiceBusAdministrationClient:
         counted until then); expired messages count until a receive or the sweep removes them
         (TTL-4).
         """
-        from .._entity import EntityResolver
-
         entity = EntityResolver(self._ns).queue(queue_name)
-        row = self._row(_queue_ref(queue_name))
+        return QueueRuntimeProperties(name=entity.properties.name,
+                                      **self._message_counts(entity))
+
+    def list_queues_runtime_properties(self) -> List[QueueRuntimeProperties]:
+        return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]
+
+    def _message_counts(self, entity) -> Dict[str, Any]:
+        """Counts of a queue or subscription and its dead-letter queue, at the clock's now."""
         now = self._ns.clock.now()
         counts = entity.store.counts(now)
         dead = entity.store.dead_letter_store().counts(now)
         total = counts.active + counts.scheduled + counts.deferred + dead.active
-        return QueueRuntimeProperties(
-            name=entity.name, active_message_count=counts.active,
-            dead_letter_message_count=dead.active, scheduled_message_count=counts.scheduled,
-            deferred_message_count=counts.deferred, transfer_message_count=0,
-            transfer_dead_letter_message_count=0, total_message_count=total,
-            size_in_bytes=counts.size_in_bytes + dead.size_in_bytes,
-            created_at_utc=row.created_at, updated_at_utc=row.updated_at,
-            accessed_at_utc=row.updated_at)
+        row = self._row(entity.ref)
+        return dict(active_message_count=counts.active,
+                    dead_letter_message_count=dead.active,
+                    scheduled_message_count=counts.scheduled,
+                    deferred_message_count=counts.deferred, transfer_message_count=0,
+                    transfer_dead_letter_message_count=0, total_message_count=total,
+                    size_in_bytes=counts.size_in_bytes + dead.size_in_bytes,
+                    created_at_utc=row.created_at, updated_at_utc=row.updated_at,
+                    accessed_at_utc=row.updated_at)
 
     # -- topics -------------------------------------------------------------------------------
     def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
         """Create a topic; keyword arguments are :class:`TopicProperties` fields."""
-        ref = _topic_ref(topic_name)
+        ref = EntityRef.topic_of(topic_name)
         props = _build(TopicProperties, (topic_name,), kwargs)
         return self._create(ref, props, f"topics/{storage_key(props.name)}")
 
     def get_topic(self, topic_name: str) -> TopicProperties:
-        return self._get(_topic_ref(topic_name), TopicProperties)
+        return self._get(EntityRef.topic_of(topic_name), TopicProperties)
 
     def update_topic(self, topic: Union[TopicProperties, Mapping[str, Any]], **kwargs: Any) -> None:
-        self._update(TopicProperties, topic, kwargs, lambda p: _topic_ref(p.name))
+        self._update(TopicProperties, topic, kwargs, lambda p: EntityRef.topic_of(p.name))
 
     def delete_topic(self, topic_name: str) -> None:
         """Delete a topic with its subscriptions and rules."""
-        self._delete(_topic_ref(topic_name))
+        self._delete(EntityRef.topic_of(topic_name))
 
     def list_topics(self) -> List[TopicProperties]:
         return [self._decode(row, TopicProperties) for row in self._ns.registry.list("topic")]
+
+    def get_topic_runtime_properties(self, topic_name: str) -> TopicRuntimeProperties:
+        """A topic's subscription count, scheduled messages and size."""
+        ref = EntityRef.topic_of(topic_name)
+        entity = EntityResolver(self._ns).resolve(ref)
+        row = self._row(ref)
+        counts = entity.store.inbox_counts(self._ns.clock.now())
+        subs = self._ns.registry.list("subscription", parent=ref.key)
+        return TopicRuntimeProperties(
+            name=entity.properties.name, subscription_count=len(subs),
+            scheduled_message_count=counts.scheduled, size_in_bytes=counts.size_in_bytes,
+            created_at_utc=row.created_at, updated_at_utc=row.updated_at,
+            accessed_at_utc=row.updated_at)
+
+    def list_topics_runtime_properties(self) -> List[TopicRuntimeProperties]:
+        return [self.get_topic_runtime_properties(t.name) for t in self.list_topics()]
 
     # -- subscriptions ------------------------------------------------------------------------
     def create_subscription(self, topic_name: str, subscription_name: str,
@@ -220,55 +250,100 @@ class ServiceBusAdministrationClient:
             MessagingEntityNotFoundError: The topic does not exist.
             MessagingEntityAlreadyExistsError: The subscription exists.
         """
-        ref = _subscription_ref(topic_name, subscription_name)
+        ref = EntityRef.subscription(topic_name, subscription_name)
+        rule = kwargs.pop("default_rule", None)
         props = _build(SubscriptionProperties, (topic_name, subscription_name), kwargs)
-        topic = self._row(_topic_ref(topic_name))
+        if rule is None:
+            rule = RuleProperties(topic_name, subscription_name, DEFAULT_RULE,
+                                  filter=TrueRuleFilter())
+        elif not isinstance(rule, RuleProperties):
+            raise InvalidPropertyError(
+                f"default_rule must be a RuleProperties (or None for '{DEFAULT_RULE}' with a "
+                f"true filter), got {type(rule).__name__}")
+        else:
+            rule = dataclasses.replace(rule, topic_name=props.topic_name,
+                                       subscription_name=props.name)
+            validate_rule(rule)
+        topic_ref = EntityRef.topic_of(topic_name)
+        topic = self._row(topic_ref)
         location = f"{topic.location}/subscriptions/{storage_key(props.name)}"
-        default_rule = RuleProperties(topic_name, subscription_name, DEFAULT_RULE,
-                                      filter=TrueRuleFilter())
         return self._create(ref, props, location,
-                            extra=[(_rule_ref(topic_name, subscription_name, DEFAULT_RULE),
-                                    default_rule)])
+                            extra=[(EntityRef.rule(topic_name, subscription_name, rule.name),
+                                    rule)],
+                            prepare=lambda folder: self._start_subscription(topic, folder))
 
     def get_subscription(self, topic_name: str, subscription_name: str) -> SubscriptionProperties:
-        return self._get(_subscription_ref(topic_name, subscription_name), SubscriptionProperties)
+        return self._get(EntityRef.subscription(topic_name, subscription_name), SubscriptionProperties)
 
     def update_subscription(self, topic_name: str,
                             subscription: Union[SubscriptionProperties, Mapping[str, Any]],
                             **kwargs: Any) -> None:
         self._update(SubscriptionProperties, subscription, kwargs,
-                     lambda p: _subscription_ref(topic_name, p.name), topic_name=topic_name)
+                     lambda p: EntityRef.subscription(topic_name, p.name), topic_name=topic_name)
 
     def delete_subscription(self, topic_name: str, subscription_name: str) -> None:
-        self._delete(_subscription_ref(topic_name, subscription_name))
+        self._delete(EntityRef.subscription(topic_name, subscription_name))
 
     def list_subscriptions(self, topic_name: str) -> List[SubscriptionProperties]:
-        topic = self._row(_topic_ref(topic_name))
+        topic = self._row(EntityRef.topic_of(topic_name))
         return [self._decode(row, SubscriptionProperties)
                 for row in self._ns.registry.list("subscription", parent=topic.key)]
+
+    def get_subscription_runtime_properties(
+            self, topic_name: str, subscription_name: str) -> SubscriptionRuntimeProperties:
+        """Message counts of a subscription, summed over its partitions (PART-6), counted as
+        for a queue (see :meth:`get_queue_runtime_properties`)."""
+        entity = EntityResolver(self._ns).resolve(
+            EntityRef.subscription(topic_name, subscription_name))
+        return SubscriptionRuntimeProperties(
+            name=entity.properties.name, topic_name=entity.properties.topic_name,
+            **self._message_counts(entity))
+
+    def list_subscriptions_runtime_properties(
+            self, topic_name: str) -> List[SubscriptionRuntimeProperties]:
+        return [self.get_subscription_runtime_properties(topic_name, s.name)
+                for s in self.list_subscriptions(topic_name)]
 
     # -- rules --------------------------------------------------------------------------------
     def create_rule(self, topic_name: str, subscription_name: str, rule_name: str,
                     **kwargs: Any) -> RuleProperties:
         """Create a rule (``filter=``, ``action=``) on a subscription."""
-        ref = _rule_ref(topic_name, subscription_name, rule_name)
+        ref = EntityRef.rule(topic_name, subscription_name, rule_name)
         props = _build(RuleProperties, (topic_name, subscription_name, rule_name), kwargs)
+        validate_rule(props)
         return self._create(ref, props, None)
 
     def get_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> RuleProperties:
-        return self._get(_rule_ref(topic_name, subscription_name, rule_name), RuleProperties)
+        return self._get(EntityRef.rule(topic_name, subscription_name, rule_name), RuleProperties)
 
     def update_rule(self, topic_name: str, subscription_name: str,
                     rule: Union[RuleProperties, Mapping[str, Any]], **kwargs: Any) -> None:
-        self._update(RuleProperties, rule, kwargs,
-                     lambda p: _rule_ref(topic_name, subscription_name, p.name),
-                     topic_name=topic_name, subscription_name=subscription_name)
+        """Change a rule's filter or action; messages enqueued before keep being judged by
+        the old version (TOPIC-2)."""
+        if isinstance(rule, Mapping):
+            rule = RuleProperties.from_dict({"topic_name": topic_name,
+                                             "subscription_name": subscription_name, **rule})
+        elif not isinstance(rule, RuleProperties):
+            raise InvalidPropertyError(
+                f"expected RuleProperties or a mapping, got {type(rule).__name__}")
+        if kwargs:
+            unknown = set(kwargs) - {"filter", "action"}
+            if unknown:
+                raise InvalidPropertyError(
+                    f"cannot set {', '.join(sorted(unknown))} on RuleProperties; "
+                    "allowed: action, filter")
+            rule = dataclasses.replace(rule, **kwargs)
+        rule = dataclasses.replace(rule, topic_name=topic_name,
+                                   subscription_name=subscription_name)
+        validate_rule(rule)
+        self._retire_rule(EntityRef.rule(topic_name, subscription_name, rule.name), rule)
 
     def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> None:
-        self._delete(_rule_ref(topic_name, subscription_name, rule_name))
+        """Delete a rule; messages enqueued before keep being judged by it (TOPIC-2)."""
+        self._retire_rule(EntityRef.rule(topic_name, subscription_name, rule_name), None)
 
     def list_rules(self, topic_name: str, subscription_name: str) -> List[RuleProperties]:
-        sub = self._row(_subscription_ref(topic_name, subscription_name))
+        sub = self._row(EntityRef.subscription(topic_name, subscription_name))
         return [self._decode(row, RuleProperties)
                 for row in self._ns.registry.list("rule", parent=sub.key)]
 
@@ -287,14 +362,14 @@ class ServiceBusAdministrationClient:
         return apply_config(self, config, namespace_name=namespace_name)
 
     # -- internals ----------------------------------------------------------------------------
-    def _row(self, ref: _Ref) -> RegistryRow:
+    def _row(self, ref: EntityRef) -> RegistryRow:
         row = self._ns.registry.get(ref.key)
         if row is None or row.kind != ref.kind:
             raise MessagingEntityNotFoundError(
                 f"{ref.label} does not exist in namespace {self._ns.root}")
         return row
 
-    def _get(self, ref: _Ref, cls):
+    def _get(self, ref: EntityRef, cls):
         return self._decode(self._row(ref), cls)
 
     @staticmethod
@@ -306,15 +381,25 @@ class ServiceBusAdministrationClient:
             if hasattr(props, "accessed_at_utc") else \
             dataclasses.replace(props, created_at_utc=row.created_at)
 
-    def _create(self, ref: _Ref, props, location_prefix: Optional[str], extra=()):
-        now = self._ns.clock.now()
+    def _create(self, ref: EntityRef, props, location_prefix: Optional[str], extra=(),
+                prepare=None):
+        """Register an entity (and ``extra`` children) in one commit.
+
+        ``prepare(folder)`` readies the entity's tables first, so the registry never names an
+        entity whose tables are not ready; if the registration then fails, the folder goes.
+        """
         self._ns.ensure_root()
         location = f"{location_prefix}/{uuid.uuid4().hex[:12]}" if location_prefix else None
+        if prepare is not None:
+            prepare(self._ns.path(location))
+        now = self._ns.clock.now()  # after prepare: see _start_subscription
         rows = [self._encode(ref, props, location, now)]
         rows += [self._encode(r, p, None, now) for r, p in extra]
         try:
             self._ns.registry.insert(rows, parent_kind=ref.parent_kind)
         except GuardTripped as tripped:
+            if location is not None:
+                self._ns.remove_tree(self._ns.path(location))
             if tripped.code == "EXISTS":
                 raise MessagingEntityAlreadyExistsError(
                     f"{ref.label} already exists in namespace {self._ns.root}") from None
@@ -322,7 +407,46 @@ class ServiceBusAdministrationClient:
                 f"cannot create {ref.label}: its {ref.parent_kind} does not exist") from None
         return self._decode(rows[0], type(props))
 
-    def _encode(self, ref: _Ref, props, location: Optional[str], now) -> RegistryRow:
+    def _start_subscription(self, topic: RegistryRow, folder: str) -> None:
+        """Create a new subscription's tables with every partition's frontier at the topic
+        inbox's latest version: it reads only what the topic gets from now on.
+
+        That version is read before the subscription's creation time is taken, so every
+        message stamped at or after that time (the start of the ``$Default`` rule's window,
+        TOPIC-2) commits after it and is read; earlier ones fall outside every rule window.
+        """
+        topic_props = TopicProperties.from_dict(topic.properties)
+        partitions = PARTITION_COUNT if topic_props.enable_partitioning else 1
+        inbox = MessageStore(self._ns.spark, self._ns.path(topic.location), partitions)
+        inbox.ensure_topic_tables(f"topic '{topic_props.name}'")
+        store = MessageStore(self._ns.spark, folder, partitions, inbox=inbox.inbox_path)
+        store.ensure_tables(what=folder)
+        store.start_at_latest(self._ns.clock.now())
+
+    def _retire_rule(self, ref: EntityRef, replacement: Optional[RuleProperties]) -> None:
+        """Update (``replacement``) or delete a rule, keeping the version it replaces as a
+        ``rule_history`` row: messages enqueued while it applied are still judged by it when
+        the subscription reads them later (TOPIC-2)."""
+        now = self._ns.clock.now()
+
+        def change(row: RegistryRow):
+            window = RuleWindow(RuleProperties.from_dict(row.properties), row.updated_at, now)
+            history = RegistryRow(ref.history_key(uuid.uuid4().hex[:12]), RULE_HISTORY,
+                                  ref.name, ref.parent, None, window.to_history(), now, now)
+            new = None
+            if replacement is not None:
+                new = replacement.to_dict()
+                for field in _TIMESTAMPS:
+                    new.pop(field, None)
+            return new, history
+
+        try:
+            self._ns.registry.retire(ref.key, ref.kind, change, now)
+        except GuardTripped:
+            raise MessagingEntityNotFoundError(
+                f"{ref.label} does not exist in namespace {self._ns.root}") from None
+
+    def _encode(self, ref: EntityRef, props, location: Optional[str], now) -> RegistryRow:
         data = props.to_dict()
         for field in _TIMESTAMPS:
             data.pop(field, None)
@@ -352,7 +476,7 @@ class ServiceBusAdministrationClient:
         except GuardTripped:
             raise MessagingEntityNotFoundError(f"{ref.label} was deleted") from None
 
-    def _delete(self, ref: _Ref) -> None:
+    def _delete(self, ref: EntityRef) -> None:
         row = self._row(ref)
         if not self._ns.registry.delete(ref.key, ref.kind):
             raise MessagingEntityNotFoundError(f"{ref.label} does not exist")

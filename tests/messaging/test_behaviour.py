@@ -1,11 +1,13 @@
-"""The broker's behaviour, once per entity kind: every test here runs on a queue and on a
-partitioned queue (16 partitions), and will run on subscriptions when topics carry messages.
+"""The broker's behaviour, once per entity kind: every test here runs on a queue, on a
+partitioned queue (16 partitions) and on a subscription of a partitioned topic (sent to the
+topic, received from the subscription: TOPIC-1, a subscription behaves as a queue of its own).
 
 Each test names the rule of ../shared/SEMANTICS.md it proves. Time is a ManualClock. Nothing
 here assumes an order across partitions (PART-4 orders messages within a partition only):
 messages are told apart by body, and pages of peeks are read to the end.
 """
 
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -17,7 +19,34 @@ from sbdelta.exceptions import MessageAlreadySettled, MessageLockLostError, Mess
 from ..conftest import START, receive_all
 
 #: Entity kinds and the properties that make one, on top of each test's own.
-KINDS = {"queue": {}, "partitioned-queue": {"enable_partitioning": True}}
+KINDS = {"queue": {}, "partitioned-queue": {"enable_partitioning": True},
+         "subscription": {"enable_partitioning": True}}
+#: Properties a topic takes when the entity is a subscription (the rest go to the subscription).
+TOPIC_PROPERTIES = {"enable_partitioning", "requires_duplicate_detection",
+                    "duplicate_detection_history_time_window"}
+
+
+class Target:
+    """The entity under test, whatever its kind: where to send, where to receive, its counts."""
+
+    def __init__(self, client, admin, queue=None, topic=None, subscription=None):
+        self.client, self.admin = client, admin
+        self.queue, self.topic, self.subscription = queue, topic, subscription
+
+    def sender(self):
+        if self.queue:
+            return self.client.get_queue_sender(self.queue)
+        return self.client.get_topic_sender(self.topic)
+
+    def receiver(self, **kwargs):
+        if self.queue:
+            return self.client.get_queue_receiver(self.queue, **kwargs)
+        return self.client.get_subscription_receiver(self.topic, self.subscription, **kwargs)
+
+    def runtime(self):
+        if self.queue:
+            return self.admin.get_queue_runtime_properties(self.queue)
+        return self.admin.get_subscription_runtime_properties(self.topic, self.subscription)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +54,22 @@ def ns(spark, tmp_path_factory):
     return str(tmp_path_factory.mktemp("behaviour") / "ns")
 
 
+_topics = itertools.count()
+
+
 @pytest.fixture(params=list(KINDS))
-def entity(request, queue):
-    """A fresh entity of the kind under test: entity(**properties) -> name."""
-    return lambda **props: queue(**KINDS[request.param], **props)
+def entity(request, queue, client, admin):
+    """A fresh entity of the kind under test: entity(**properties) -> Target."""
+    def make(**props):
+        props = {**KINDS[request.param], **props}
+        if request.param != "subscription":
+            return Target(client, admin, queue=queue(**props))
+        topic = f"t{next(_topics)}"
+        admin.create_topic(topic, **{k: v for k, v in props.items() if k in TOPIC_PROPERTIES})
+        admin.create_subscription(topic, "s", **{k: v for k, v in props.items()
+                                                  if k not in TOPIC_PROPERTIES})
+        return Target(client, admin, topic=topic, subscription="s")
+    return make
 
 
 def bodies(messages):
@@ -46,17 +87,17 @@ def peek_all(receiver):
         start = page[-1].sequence_number + 1
 
 
-def counts(admin, name):
-    c = admin.get_queue_runtime_properties(name)
+def counts(target):
+    c = target.runtime()
     return {"active": c.active_message_count, "scheduled": c.scheduled_message_count,
             "deferred": c.deferred_message_count, "dead": c.dead_letter_message_count}
 
 
 # -- peek-lock ---------------------------------------------------------------------------------
 def test_recv_2_recv_3_locked_message_is_invisible_to_a_competing_receiver(client, entity):
-    name = entity()
-    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    first, second = client.get_queue_receiver(name), client.get_queue_receiver(name)
+    e = entity()
+    e.sender().send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    first, second = e.receiver(), e.receiver()
     a = first.receive_messages(1)
     b = receive_all(second, 1, batch=5)
     assert len(a) == 1 and len(b) == 1 and bodies(a + b) == ["a", "b"]
@@ -66,9 +107,9 @@ def test_recv_2_recv_3_locked_message_is_invisible_to_a_competing_receiver(clien
 
 def test_settle_6_lock_duration_from_queue_and_recv_4_expired_lock_frees_message(client, entity,
                                                                                 clock):
-    name = entity(lock_duration=timedelta(seconds=45))
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
-    receiver = client.get_queue_receiver(name)
+    e = entity(lock_duration=timedelta(seconds=45))
+    e.sender().send_messages(ServiceBusMessage("m"))
+    receiver = e.receiver()
     (m,) = receiver.receive_messages()
     assert m.locked_until_utc == START + timedelta(seconds=45)
     assert m.delivery_count == 1
@@ -85,10 +126,10 @@ def test_settle_6_lock_duration_from_queue_and_recv_4_expired_lock_frees_message
 
 
 def test_settle_2_abandon_makes_message_available_at_once_with_new_properties(client, entity):
-    name = entity()
-    client.get_queue_sender(name).send_messages(
+    e = entity()
+    e.sender().send_messages(
         ServiceBusMessage("m", application_properties={"n": 1}))
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     (m,) = receiver.receive_messages()
     receiver.abandon_message(m, properties_to_modify={"retried": True})
     (again,) = receiver.receive_messages()
@@ -97,16 +138,16 @@ def test_settle_2_abandon_makes_message_available_at_once_with_new_properties(cl
 
 
 def test_recv_5_max_delivery_count_moves_to_dead_letter_queue(client, entity, clock):
-    name = entity(max_delivery_count=2)
-    client.get_queue_sender(name).send_messages(
+    e = entity(max_delivery_count=2)
+    e.sender().send_messages(
         [ServiceBusMessage("abandoned", message_id="m1"), ServiceBusMessage("expired")])
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     for _ in range(2):
         by_body = {str(m): m for m in receive_all(receiver, 2, batch=5)}
         receiver.abandon_message(by_body["abandoned"])
         clock.advance(timedelta(seconds=31))  # "expired" loses its lock
     assert receiver.receive_messages(5) == []
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = e.receiver(sub_queue=ServiceBusSubQueue.DEAD_LETTER)
     dead = receive_all(dlq, 2)
     assert bodies(dead) == ["abandoned", "expired"]
     assert {m.dead_letter_reason for m in dead} == {"MaxDeliveryCountExceeded"}
@@ -115,9 +156,9 @@ def test_recv_5_max_delivery_count_moves_to_dead_letter_queue(client, entity, cl
 
 
 def test_settle_1_complete_removes_and_settle_5_settling_twice_is_refused(client, entity):
-    name = entity()
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
-    receiver = client.get_queue_receiver(name)
+    e = entity()
+    e.sender().send_messages(ServiceBusMessage("m"))
+    receiver = e.receiver()
     (m,) = receiver.receive_messages()
     receiver.complete_message(m)
     with pytest.raises(MessageAlreadySettled):
@@ -127,20 +168,20 @@ def test_settle_1_complete_removes_and_settle_5_settling_twice_is_refused(client
 
 
 def test_recv_1_receive_and_delete_removes_in_the_same_operation(client, entity, admin):
-    name = entity()
-    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    rad = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+    e = entity()
+    e.sender().send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    rad = e.receiver(receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
     got = rad.receive_messages(1)
     assert len(got) == 1 and got[0].lock_token is None
-    left = peek_all(client.get_queue_receiver(name))
+    left = peek_all(e.receiver())
     assert bodies(got + left) == ["a", "b"] and len(left) == 1
-    assert admin.get_queue_runtime_properties(name).active_message_count == 1
+    assert e.runtime().active_message_count == 1
 
 
 def test_settle_4_deferred_message_only_by_sequence_number(client, entity):
-    name = entity()
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("later"))
-    receiver = client.get_queue_receiver(name)
+    e = entity()
+    e.sender().send_messages(ServiceBusMessage("later"))
+    receiver = e.receiver()
     (m,) = receiver.receive_messages()
     receiver.defer_message(m)
     assert receiver.receive_messages(5) == []
@@ -151,21 +192,21 @@ def test_settle_4_deferred_message_only_by_sequence_number(client, entity):
     (d,) = receiver.receive_deferred_messages([m.sequence_number])
     assert str(d) == "later" and d.lock_token is not None
     with pytest.raises(MessageNotFoundError):  # locked now
-        client.get_queue_receiver(name).receive_deferred_messages(m.sequence_number)
+        e.receiver().receive_deferred_messages(m.sequence_number)
     receiver.complete_message(d)
     with pytest.raises(MessageNotFoundError):
         receiver.receive_deferred_messages([m.sequence_number])
 
 
 def test_settle_3_dead_letter_with_reason_and_settle_8_ids_kept_and_ttl_8(client, entity, clock):
-    name = entity(default_message_time_to_live=timedelta(minutes=1))
-    client.get_queue_sender(name).send_messages(ServiceBusMessage("poison", message_id="id-1"))
-    receiver = client.get_queue_receiver(name)
+    e = entity(default_message_time_to_live=timedelta(minutes=1))
+    e.sender().send_messages(ServiceBusMessage("poison", message_id="id-1"))
+    receiver = e.receiver()
     (m,) = receiver.receive_messages()
     receiver.dead_letter_message(m, reason="bad-format", error_description="not JSON")
     assert receiver.receive_messages() == []
     clock.advance(timedelta(days=2))  # rule TTL-8: never expires in the dead-letter queue
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = e.receiver(sub_queue=ServiceBusSubQueue.DEAD_LETTER)
     (dead,) = dlq.receive_messages()
     assert dead.sequence_number == m.sequence_number and dead.message_id == "id-1"
     assert (dead.dead_letter_reason, dead.dead_letter_error_description) == ("bad-format",
@@ -179,10 +220,10 @@ def test_settle_3_dead_letter_with_reason_and_settle_8_ids_kept_and_ttl_8(client
 
 
 def test_batch_settlement_is_all_or_nothing(client, entity, clock):
-    name = entity(lock_duration=timedelta(seconds=30))
-    sender = client.get_queue_sender(name)
+    e = entity(lock_duration=timedelta(seconds=30))
+    sender = e.sender()
     sender.send_messages(ServiceBusMessage("early"))
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     (early,) = receiver.receive_messages()
     clock.advance(timedelta(seconds=20))
     sender.send_messages(ServiceBusMessage("late"))
@@ -195,12 +236,12 @@ def test_batch_settlement_is_all_or_nothing(client, entity, clock):
 
 # -- duplicate detection, scheduling, TTL -----------------------------------------------------
 def test_dedup_duplicate_detection_drops_repeats_within_the_window(client, entity, clock):
-    name = entity(requires_duplicate_detection=True,
+    e = entity(requires_duplicate_detection=True,
                   duplicate_detection_history_time_window=timedelta(minutes=1))
-    sender = client.get_queue_sender(name)
+    sender = e.sender()
     sender.send_messages([ServiceBusMessage("first", message_id="x"),
                           ServiceBusMessage("repeat-in-batch", message_id="x")])
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     (first,) = receiver.receive_messages(5)
     assert str(first) == "first"
     receiver.complete_message(first)
@@ -214,16 +255,16 @@ def test_dedup_duplicate_detection_drops_repeats_within_the_window(client, entit
 
 def test_send_3_scheduled_messages_invisible_until_due_cancellable_and_ttl_2(client, entity,
                                                                              admin, clock):
-    name = entity()
-    sender = client.get_queue_sender(name)
+    e = entity()
+    sender = e.sender()
     due = START + timedelta(minutes=5)
     keep, drop = sender.schedule_messages(
         [ServiceBusMessage("keep", time_to_live=timedelta(minutes=10)),
          ServiceBusMessage("drop")], due)
     assert keep != drop
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     assert receiver.receive_messages(5) == []
-    assert counts(admin, name) == {"active": 0, "scheduled": 2, "deferred": 0, "dead": 0}
+    assert counts(e) == {"active": 0, "scheduled": 2, "deferred": 0, "dead": 0}
     assert [m.state for m in peek_all(receiver)] == [ServiceBusMessageState.SCHEDULED] * 2
     sender.cancel_scheduled_messages([drop])
     clock.advance(timedelta(minutes=5))
@@ -236,10 +277,10 @@ def test_send_3_scheduled_messages_invisible_until_due_cancellable_and_ttl_2(cli
 
 
 def test_ttl_1_ttl_4_expired_never_received_but_peek_may_show(client, entity, clock):
-    name = entity()
-    client.get_queue_sender(name).send_messages(
+    e = entity()
+    e.sender().send_messages(
         [ServiceBusMessage("short", time_to_live=timedelta(seconds=10)), ServiceBusMessage("long")])
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     expiry = {str(m): m.expires_at_utc for m in peek_all(receiver)}
     assert expiry == {"short": START + timedelta(seconds=10), "long": None}  # rule TTL-1
     clock.advance(timedelta(seconds=10))
@@ -248,28 +289,28 @@ def test_ttl_1_ttl_4_expired_never_received_but_peek_may_show(client, entity, cl
 
 
 def test_ttl_5_locked_message_does_not_expire_until_the_lock_ends(client, entity, clock):
-    name = entity(dead_lettering_on_message_expiration=True, lock_duration=timedelta(minutes=1))
-    client.get_queue_sender(name).send_messages(
+    e = entity(dead_lettering_on_message_expiration=True, lock_duration=timedelta(minutes=1))
+    e.sender().send_messages(
         [ServiceBusMessage("done", time_to_live=timedelta(seconds=30)),
          ServiceBusMessage("dropped", time_to_live=timedelta(seconds=30))])
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     got = {str(m): m for m in receive_all(receiver, 2, batch=2)}
     clock.advance(timedelta(seconds=40))  # expired, but still locked
     receiver.complete_message(got["done"])       # completed: gone, not dead-lettered
     receiver.abandon_message(got["dropped"])     # abandoned after expiry: expiry applies at once
     assert receiver.receive_messages(5) == []
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = e.receiver(sub_queue=ServiceBusSubQueue.DEAD_LETTER)
     (dead,) = receive_all(dlq, 1)
     assert str(dead) == "dropped" and dead.dead_letter_reason == "TTLExpiredException"  # TTL-6
 
 
 def test_ttl_6_without_dead_lettering_expired_messages_are_dropped(client, entity, clock, admin):
-    name = entity()
-    client.get_queue_sender(name).send_messages(
+    e = entity()
+    e.sender().send_messages(
         ServiceBusMessage("gone", time_to_live=timedelta(seconds=1)))
     clock.advance(timedelta(seconds=2))
-    receiver = client.get_queue_receiver(name)
+    receiver = e.receiver()
     assert receiver.receive_messages(5) == []
-    assert peek_all(client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)) \
+    assert peek_all(e.receiver(sub_queue=ServiceBusSubQueue.DEAD_LETTER)) \
         == []
-    assert admin.get_queue_runtime_properties(name).total_message_count == 0
+    assert e.runtime().total_message_count == 0

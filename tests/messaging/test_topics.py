@@ -1,0 +1,317 @@
+"""Topics and subscriptions: one stored copy per message, rules as they stood at enqueue,
+filters, counts, scheduled messages and bad input. Each test names the rule of
+../shared/SEMANTICS.md it proves. The behaviour every queue has (locks, settlement, TTL,
+dead-lettering, deferral, duplicates) runs on subscriptions too, in test_behaviour.py.
+"""
+
+import glob
+import itertools
+from datetime import timedelta
+
+import pytest
+from chispa import assert_df_equality
+
+from sbdelta import ServiceBusMessage, ServiceBusSubQueue
+from sbdelta.exceptions import (InvalidPropertyError, MessageNotFoundError,
+                                MessagingEntityAlreadyExistsError,
+                                MessagingEntityNotFoundError, RuleSyntaxError)
+from sbdelta.management import (CorrelationRuleFilter, FalseRuleFilter, RuleProperties,
+                                SqlRuleFilter)
+
+from ..conftest import START, receive_all
+
+_topics = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def ns(spark, tmp_path_factory):
+    return str(tmp_path_factory.mktemp("topics") / "ns")
+
+
+@pytest.fixture
+def topic(admin):
+    """A fresh topic factory: topic(**properties) -> name."""
+    def make(**props):
+        name = f"t{next(_topics)}"
+        admin.create_topic(name, **props)
+        return name
+    return make
+
+
+def bodies(messages):
+    return sorted(str(m) for m in messages)
+
+
+def drain(client, topic, sub, expected, **kwargs):
+    """Receive and complete until ``expected`` messages came (then one more look)."""
+    receiver = client.get_subscription_receiver(topic, sub, **kwargs)
+    got = receive_all(receiver, expected, batch=20, tries=10) if expected else []
+    for m in got:
+        receiver.complete_message(m)
+    assert receiver.receive_messages(20) == []
+    return bodies(got)
+
+
+def colour(body, colour_name, **props):
+    return ServiceBusMessage(body, application_properties={"colour": colour_name, **props})
+
+
+# -- TOPIC-1: one stored copy, independent subscriptions ----------------------------------------
+def test_topic_1_each_subscription_gets_its_own_copy_and_settles_alone(client, admin, topic):
+    t = topic()
+    admin.create_subscription(t, "a")
+    admin.create_subscription(t, "b")
+    client.get_topic_sender(t).send_messages([ServiceBusMessage("m1"), ServiceBusMessage("m2")])
+    a = client.get_subscription_receiver(t, "a")
+    got_a = receive_all(a, 2)
+    for m in got_a:
+        a.complete_message(m)
+    # Completing in "a" leaves "b" untouched; "b" keeps its own locks and delivery counts.
+    b = client.get_subscription_receiver(t, "b")
+    got_b = receive_all(b, 2)
+    assert bodies(got_a) == bodies(got_b) == ["m1", "m2"]
+    assert [m.delivery_count for m in got_b] == [1, 1]
+    b.abandon_message(got_b[0])
+    assert admin.get_subscription_runtime_properties(t, "a").active_message_count == 0
+    assert admin.get_subscription_runtime_properties(t, "b").active_message_count == 2
+    topic_counts = admin.get_topic_runtime_properties(t)
+    assert topic_counts.subscription_count == 2 and topic_counts.scheduled_message_count == 0
+
+
+def test_topic_1_inbox_holds_one_row_per_message_whatever_the_subscriptions(client, admin,
+                                                                           topic, ns, spark):
+    t = topic()
+    for s in ("a", "b", "c"):
+        admin.create_subscription(t, s)
+    client.get_topic_sender(t).send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+    (inbox,) = glob.glob(f"{ns}/topics/{t}/*/inbox")
+    assert spark.read.format("delta").load(inbox).count() == 3
+    for s in ("a", "b", "c"):
+        (messages,) = glob.glob(f"{ns}/topics/{t}/*/subscriptions/{s}/*/messages")
+        # Nothing registered before a receive: only the frontier rows, no message copies.
+        assert spark.read.format("delta").load(messages).where("kind = 'MSG'").count() == 0
+    assert drain(client, t, "c", 3) == ["m0", "m1", "m2"]
+
+
+def test_topic_1_subscription_receives_only_what_was_sent_after_it_was_created(client, admin,
+                                                                              topic):
+    t = topic()
+    admin.create_subscription(t, "early")
+    sender = client.get_topic_sender(t)
+    sender.send_messages(ServiceBusMessage("before"))
+    admin.create_subscription(t, "late")
+    sender.send_messages(ServiceBusMessage("after"))
+    assert drain(client, t, "early", 2) == ["after", "before"]
+    assert drain(client, t, "late", 1) == ["after"]
+
+
+def test_topic_1_receive_dataframe_and_batch_complete_on_a_subscription(client, admin, topic,
+                                                                       spark):
+    t = topic(enable_partitioning=True)
+    admin.create_subscription(t, "s")
+    client.get_topic_sender(t).send_messages(
+        [ServiceBusMessage(f"m{i}", message_id=f"id-{i}") for i in range(4)])
+    receiver = client.get_subscription_receiver(t, "s")
+    df = receiver.receive_dataframe(10)
+    expected = spark.createDataFrame([(f"id-{i}", f"m{i}".encode(), 1) for i in range(4)],
+                                     "message_id string, body binary, delivery_count int")
+    assert_df_equality(df.select("message_id", "body", "delivery_count"), expected,
+                       ignore_row_order=True, ignore_nullable=True)
+    assert receiver.complete_messages(df) == 4
+    assert receiver.receive_messages(10) == []
+    assert admin.get_subscription_runtime_properties(t, "s").total_message_count == 0
+
+
+# -- TOPIC-2 / TOPIC-3: rules as they stood at enqueue ----------------------------------------
+def test_topic_3_default_rule_and_unique_rule_names(admin, topic):
+    t = topic()
+    admin.create_subscription(t, "s")
+    (rule,) = admin.list_rules(t, "s")
+    assert rule.name == "$Default" and rule.filter.to_dict() == {"type": "True"}
+    admin.create_rule(t, "s", "red", filter=SqlRuleFilter("colour = 'red'"))
+    with pytest.raises(MessagingEntityAlreadyExistsError):
+        admin.create_rule(t, "s", "RED", filter=SqlRuleFilter("colour = 'blue'"))
+    admin.create_subscription(t, "custom", default_rule=RuleProperties(
+        t, "custom", "only-red", filter=SqlRuleFilter("colour = 'red'")))
+    assert [r.name for r in admin.list_rules(t, "custom")] == ["only-red"]
+
+
+def test_topic_2_rule_changes_affect_only_later_messages(client, admin, topic, clock):
+    t = topic()
+    admin.create_subscription(t, "s", default_rule=RuleProperties(
+        t, "s", "pick", filter=SqlRuleFilter("colour = 'red'")))
+    sender = client.get_topic_sender(t)
+    sender.send_messages([colour("red-1", "red"), colour("blue-1", "blue")])
+    clock.advance(timedelta(seconds=1))
+    admin.update_rule(t, "s", RuleProperties(t, "s", "pick",
+                                             filter=SqlRuleFilter("colour = 'blue'")))
+    clock.advance(timedelta(seconds=1))
+    sender.send_messages([colour("red-2", "red"), colour("blue-2", "blue")])
+    clock.advance(timedelta(seconds=1))
+    admin.delete_rule(t, "s", "pick")
+    clock.advance(timedelta(seconds=1))
+    sender.send_messages([colour("red-3", "red"), colour("blue-3", "blue")])
+    # Nothing was received before the changes: every message is judged by its own time's rule.
+    assert drain(client, t, "s", 2) == ["blue-2", "red-1"]
+    assert [r.name for r in admin.list_rules(t, "s")] == []
+
+
+def test_topic_2_subscription_without_rules_receives_nothing(client, admin, topic, clock):
+    t = topic()
+    admin.create_subscription(t, "s")
+    admin.delete_rule(t, "s", "$Default")
+    clock.advance(timedelta(seconds=1))
+    client.get_topic_sender(t).send_messages(ServiceBusMessage("m"))
+    assert drain(client, t, "s", 0) == []
+    assert admin.get_subscription_runtime_properties(t, "s").active_message_count == 0
+
+
+# -- TOPIC-4: filters --------------------------------------------------------------------------
+def test_topic_4_sql_correlation_and_false_filters_route_messages(client, admin, topic, clock):
+    t = topic(enable_partitioning=True)
+    admin.create_subscription(t, "big-red", default_rule=RuleProperties(
+        t, "big-red", "r", filter=SqlRuleFilter("colour = @c AND size > 10", {"@c": "red"})))
+    admin.create_subscription(t, "orders", default_rule=RuleProperties(
+        t, "orders", "r", filter=CorrelationRuleFilter(label="order",
+                                                       properties={"colour": "blue"})))
+    admin.create_subscription(t, "none", default_rule=RuleProperties(
+        t, "none", "r", filter=FalseRuleFilter()))
+    admin.create_subscription(t, "sys", default_rule=RuleProperties(
+        t, "sys", "r", filter=SqlRuleFilter("sys.MessageId LIKE 'k!_%' ESCAPE '!'")))
+    clock.advance(timedelta(seconds=1))
+    client.get_topic_sender(t).send_messages([
+        colour("small-red", "red", size=5),
+        colour("big-red", "red", size=50, extra="x"),
+        ServiceBusMessage("blue-order", subject="order", application_properties={"colour": "blue"}),
+        ServiceBusMessage("red-order", subject="order", application_properties={"colour": "red"}),
+        ServiceBusMessage("no-props", message_id="k_1"),
+        ServiceBusMessage("k-no-underscore", message_id="kx1"),
+    ])
+    assert drain(client, t, "big-red", 1) == ["big-red"]
+    assert drain(client, t, "orders", 1) == ["blue-order"]
+    assert drain(client, t, "none", 0) == []
+    assert drain(client, t, "sys", 1) == ["no-props"]
+
+
+def test_topic_4_missing_property_is_unknown_not_false(client, admin, topic, clock):
+    """SQL three-valued logic: NOT (x = 1) does not match a message without x."""
+    t = topic()
+    admin.create_subscription(t, "s", default_rule=RuleProperties(
+        t, "s", "r", filter=SqlRuleFilter("NOT (x = 1)")))
+    clock.advance(timedelta(seconds=1))
+    client.get_topic_sender(t).send_messages([
+        ServiceBusMessage("x1", application_properties={"x": 1}),
+        ServiceBusMessage("x2", application_properties={"x": 2}),
+        ServiceBusMessage("none")])
+    assert drain(client, t, "s", 1) == ["x2"]
+
+
+def test_topic_4_filter_text_built_to_inject_spark_sql_stays_a_literal(client, admin, topic,
+                                                                      clock):
+    t = topic()
+    admin.create_subscription(t, "s", default_rule=RuleProperties(
+        t, "s", "r", filter=SqlRuleFilter("a = 'x'' OR ''1''=''1'")))
+    clock.advance(timedelta(seconds=1))
+    client.get_topic_sender(t).send_messages([
+        ServiceBusMessage("exact", application_properties={"a": "x' OR '1'='1"}),
+        ServiceBusMessage("other", application_properties={"a": "y"})])
+    assert drain(client, t, "s", 1) == ["exact"]
+
+
+def test_topic_5_filter_evaluation_error_dead_letters_or_drops(client, admin, topic, clock):
+    t = topic()
+    admin.create_subscription(t, "dead", default_rule=RuleProperties(
+        t, "dead", "r", filter=SqlRuleFilter("n + 1 > 2")))
+    admin.create_subscription(t, "drop", dead_lettering_on_filter_evaluation_exceptions=False,
+                              default_rule=RuleProperties(
+                                  t, "drop", "r", filter=SqlRuleFilter("n + 1 > 2")))
+    clock.advance(timedelta(seconds=1))
+    client.get_topic_sender(t).send_messages([
+        ServiceBusMessage("text", application_properties={"n": "abc"}),
+        ServiceBusMessage("five", application_properties={"n": 5})])
+    assert drain(client, t, "dead", 1) == ["five"]
+    assert drain(client, t, "drop", 1) == ["five"]
+    dlq = client.get_subscription_receiver(t, "dead", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = receive_all(dlq, 1)
+    assert str(dead) == "text" and dead.dead_letter_reason == "FilterException"
+    assert dead.dead_letter_error_description
+    drop_dlq = client.get_subscription_receiver(t, "drop",
+                                                sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    assert drop_dlq.receive_messages(5) == []
+
+
+# -- TOPIC-6 and TTL-3 -------------------------------------------------------------------------
+def test_topic_6_scheduled_messages_reach_subscriptions_at_their_time_and_cancel_everywhere(
+        client, admin, topic, clock):
+    t = topic(enable_partitioning=True)
+    admin.create_subscription(t, "a")
+    admin.create_subscription(t, "b")
+    sender = client.get_topic_sender(t)
+    due = START + timedelta(minutes=5)
+    keep, drop = sender.schedule_messages([ServiceBusMessage("keep"),
+                                           ServiceBusMessage("drop")], due)
+    # "a" registers both before the cancel; "b" sees them only afterwards.
+    assert client.get_subscription_receiver(t, "a").receive_messages(5) == []
+    assert admin.get_topic_runtime_properties(t).scheduled_message_count == 2
+    sender.cancel_scheduled_messages(drop)
+    assert admin.get_topic_runtime_properties(t).scheduled_message_count == 1
+    with pytest.raises(MessageNotFoundError):
+        sender.cancel_scheduled_messages(drop)
+    for s in ("a", "b"):
+        assert admin.get_subscription_runtime_properties(t, s).scheduled_message_count == 1
+    clock.advance(timedelta(minutes=5))
+    assert drain(client, t, "a", 1) == ["keep"]
+    assert drain(client, t, "b", 1) == ["keep"]
+    with pytest.raises(MessageNotFoundError):
+        sender.cancel_scheduled_messages(keep)  # its time has come
+
+
+def test_ttl_3_smaller_of_topic_and_subscription_default_wins(client, admin, topic, clock):
+    t = topic(default_message_time_to_live=timedelta(minutes=10))
+    admin.create_subscription(t, "short", default_message_time_to_live=timedelta(minutes=1))
+    admin.create_subscription(t, "long", default_message_time_to_live=timedelta(hours=1))
+    client.get_topic_sender(t).send_messages([
+        ServiceBusMessage("own-5-min", time_to_live=timedelta(minutes=5)),
+        ServiceBusMessage("no-ttl")])
+    short = client.get_subscription_receiver(t, "short")
+    long = client.get_subscription_receiver(t, "long")
+    got_short = receive_all(short, 2)
+    got_long = receive_all(long, 2)
+    assert {str(m): m.expires_at_utc - START for m in got_short} == {
+        "own-5-min": timedelta(minutes=1), "no-ttl": timedelta(minutes=1)}
+    assert {str(m): m.expires_at_utc - START for m in got_long} == {
+        "own-5-min": timedelta(minutes=5), "no-ttl": timedelta(minutes=10)}
+    for m in got_short:
+        short.abandon_message(m)
+    for m in got_long:
+        long.abandon_message(m)
+    clock.advance(timedelta(minutes=2))
+    assert short.receive_messages(5) == []  # expired here (TTL-4) ...
+    assert bodies(receive_all(long, 2)) == ["no-ttl", "own-5-min"]  # ... not there
+
+
+# -- bad input ---------------------------------------------------------------------------------
+def test_bad_input_is_refused_before_anything_is_written(client, admin, topic):
+    t = topic()
+    with pytest.raises(MessagingEntityNotFoundError, match="topic 'nope'"):
+        admin.create_subscription("nope", "s")
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.create_rule(t, "missing", "r", filter=SqlRuleFilter("a = 1"))
+    admin.create_subscription(t, "s")
+    with pytest.raises(RuleSyntaxError, match="line 1, column"):
+        admin.create_rule(t, "s", "r", filter=SqlRuleFilter("colour = 'red"))
+    with pytest.raises(RuleSyntaxError, match="sys"):
+        admin.create_rule(t, "s", "r", filter=SqlRuleFilter("sys.NoSuchProperty = 1"))
+    with pytest.raises(RuleSyntaxError):
+        admin.update_rule(t, "s", RuleProperties(t, "s", "$Default",
+                                                 filter=SqlRuleFilter("nosuchfn(a) = 1")))
+    with pytest.raises(InvalidPropertyError, match="default_rule"):
+        admin.create_subscription(t, "s2", default_rule="a = 1")
+    assert [r.name for r in admin.list_rules(t, "s")] == ["$Default"]
+    assert [s.name for s in admin.list_subscriptions(t)] == ["s"]
+    with pytest.raises(MessagingEntityNotFoundError, match="subscription 't.*/nope'"):
+        client.get_subscription_receiver(t, "nope")
+    with pytest.raises(MessagingEntityNotFoundError):
+        client.get_topic_sender("no-such-topic")
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.delete_rule(t, "s", "no-such-rule")
