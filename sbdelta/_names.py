@@ -203,6 +203,14 @@ class EntityRef:
                    f"{sub.path}/Rules/{rule}", f"rule '{rule}' of {sub.label}", sub.key,
                    "subscription", sub.topic)
 
+    @classmethod
+    def subscription_path(cls, path: str) -> Optional["EntityRef"]:
+        """The subscription a path ``<topic>/Subscriptions/<name>`` names, else None."""
+        parts = path.rsplit("/", 2)
+        if len(parts) == 3 and parts[1].lower() == "subscriptions":
+            return cls.subscription(parts[0], parts[2])
+        return None
+
     def history_key(self, unique: str) -> str:
         """Registry key of a retired version of this rule (TOPIC-2 keeps them)."""
         parent = self.key.rsplit(":rules:", 1)[0]

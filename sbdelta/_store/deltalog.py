@@ -80,6 +80,20 @@ def first_commit_file(spark, path: str, lo: int, hi: int) -> int:
     return found
 
 
+def last_version_before(spark, path: str, moment_ms: int) -> int:
+    """The newest version whose commit file was written at or before ``moment_ms`` (wall-clock
+    epoch milliseconds; a commit file's modification time is its commit time), -1 if none.
+    One listing of the log, no Spark job."""
+    fs, jvm = _fs(spark, path)
+    newest = -1
+    for status in fs.listStatus(jvm.org.apache.hadoop.fs.Path(_log_dir(path))):
+        name = str(status.getPath().getName())
+        if name.endswith(".json") and name[:20].isdigit() and len(name) == 25 \
+                and status.getModificationTime() <= moment_ms:
+            newest = max(newest, int(name[:20]))
+    return newest
+
+
 def files_added(spark, path: str, first: int, last: int) -> Dict[str, int]:
     """``{file path: version}`` for every file that commits ``first..last`` added (their commit
     files must exist). Paths are as the log and the snapshot's AddFile actions spell them."""

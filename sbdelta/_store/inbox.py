@@ -16,7 +16,8 @@ from typing import Dict, Iterable, Optional, Tuple
 
 from . import deltalog
 from .delta import find_commit, latest_snapshot, remove_files_quietly
-from .layout import FRONTIER, case_by_pid, pid_list, seq_sql, start_version
+from .layout import (FRONTIER, OPERATION_BOUND, case_by_pid, frontier_at, pid_list, seq_sql,
+                     start_version)
 
 
 def append(store, df) -> Optional[Tuple[int, int]]:
@@ -104,6 +105,21 @@ def purge_inbox(store, frontiers: Dict[int, int], *, dry_run: bool = False) -> i
                                 dry_run=dry_run)[1]
 
 
+def topic_frontiers(store, subscriptions, now: datetime) -> Dict[int, int]:
+    """Per partition of a topic, the frontier below which no subscription reads its inbox
+    again: the lowest of its subscriptions' frontiers, and no later than the last commit older
+    than the operation bound at broker time ``now``. A subscription created meanwhile (not in ``subscriptions``)
+    starts at the latest version it saw when its creation began, less than the operation bound
+    ago, so nothing it will read is behind the result. -1 where nothing is."""
+    bound = deltalog.last_version_before(
+        store.spark, store.inbox_path, int((now - OPERATION_BOUND).timestamp() * 1000))
+    result = {p: frontier_at(p, bound) if bound >= 0 else -1 for p in range(store.partitions)}
+    for sub in subscriptions:
+        for p, f in sub.frontiers().items():
+            result[p] = min(result[p], f)
+    return result
+
+
 def pending_ids(store, frontiers: Dict[int, int]):
     """Message ids of inbox rows not registered yet (past their partition's frontier), with
     their partition and enqueued time (columns ``_pid``, ``_mid``, ``_enq``); None if there
@@ -142,19 +158,33 @@ def frontiers_at(store, moment_ms: int) -> Optional[Dict[int, int]]:
     return {p: found.get(p, -1) for p in range(store.partitions)}
 
 
-def trim_log(store, retain: timedelta, *, dry_run: bool = False) -> int:
+def trim_log(store, retain: timedelta, *, dry_run: bool = False, readers=None) -> int:
     """Delete inbox commit files no receive can read again; returns how many files.
 
     A receive reads the change feed from its partition's frontier on. One that started within
     ``retain`` (at least the operation bound) may hold a frontier read then, so the log is kept
     from the lowest frontier of ``retain`` ago (:func:`frontiers_at`), back to a checkpoint
-    that already existed then (:func:`deltalog.trim_log`).
+    that already existed then (:func:`deltalog.trim_log`). ``readers`` are the stores whose
+    frontiers count (a topic's subscriptions; default: ``store`` itself); a topic without
+    subscriptions keeps its log back to the operation bound (a subscription being created
+    may start there).
     """
     before_ms = int((time.time() - retain.total_seconds()) * 1000)
+    topic = readers is not None
+    readers = list(readers) if topic else [store]
 
     def keep_from() -> Optional[int]:
-        then = frontiers_at(store, before_ms)
-        return None if then is None else min(start_version(f) for f in then.values())
+        starts = []
+        for reader in readers:
+            then = frontiers_at(reader, before_ms)
+            if then is None:
+                return None
+            starts += [start_version(f) for f in then.values()]
+        if topic:
+            starts.append(deltalog.last_version_before(
+                store.spark, store.inbox_path,
+                int((time.time() - OPERATION_BOUND.total_seconds()) * 1000)) + 1)
+        return min(starts)
 
     return deltalog.trim_log(store.spark, store.inbox_path, before_ms, keep_from,
                              dry_run=dry_run)

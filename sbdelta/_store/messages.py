@@ -175,8 +175,17 @@ class MessageStore:
     def purge_inbox(self, frontiers: Dict[int, int], *, dry_run: bool = False) -> int:
         return inbox.purge_inbox(self, frontiers, dry_run=dry_run)
 
-    def trim_inbox_log(self, retain: timedelta, *, dry_run: bool = False) -> int:
-        return inbox.trim_log(self, retain, dry_run=dry_run)
+    def trim_inbox_log(self, retain: timedelta, *, dry_run: bool = False,
+                       readers: Optional[Sequence["MessageStore"]] = None) -> int:
+        """Trim the inbox log behind every reader's frontier of ``retain`` ago (``readers``:
+        a topic's subscriptions; default: this store)."""
+        return inbox.trim_log(self, retain, dry_run=dry_run, readers=readers)
+
+    def topic_frontiers(self, subscriptions: Sequence["MessageStore"],
+                        now: datetime) -> Dict[int, int]:
+        """Per partition, the lowest frontier of a topic's subscriptions, no later than the
+        last commit older than the operation bound (see :func:`.inbox.topic_frontiers`)."""
+        return inbox.topic_frontiers(self, subscriptions, now)
 
     def dead_rows(self, frontiers: Dict[int, int], now: datetime, live_sources=None):
         """Rows nobody reads again: cancellation tombstones behind the frontier, duplicate

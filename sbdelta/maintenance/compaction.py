@@ -1,5 +1,5 @@
 """Compaction: settled rows purged, small files compacted, VACUUM, checkpoints and the inbox
-log trimmed, per queue (``jobs/compact.py``)."""
+log trimmed, per queue, subscription and topic (``jobs/compact.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .._entity import EntityResolver
 from .._namespace import Namespace
 from .._store import DEADLETTERING, MSG, OPERATION_BOUND, checkpoint, optimize, vacuum
 from ..exceptions import ServiceBusInvalidOperationError
-from .report import Visits, queues
+from .report import Visits, message_entities
 
 __all__ = ["CompactReport", "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS",
            "MIN_RETAIN_HOURS"]
@@ -72,7 +72,8 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
             retain_hours: float = DEFAULT_RETAIN_HOURS, spark=None) -> CompactReport:
     """Physically remove settled rows, compact small files and vacuum.
 
-    Per queue (all of them, or only ``entities``):
+    Per queue and subscription (all of them, or only ``entities``; a topic name stands for
+    the topic and its subscriptions):
 
     1. inbox rows every partition frontier has passed (registered, hence copied to the
        messages table or settled) are deleted, whole send commits at a time;
@@ -92,6 +93,11 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
        own age-based log cleanup is off on the inbox: receivers read the change feed of every
        commit past their frontier, however old).
 
+    A subscription has no inbox of its own: steps 1 and 6 run on its topic, behind the lowest
+    frontier of all its subscriptions, and never on versions committed less than the
+    operation bound ago (a subscription being created meanwhile starts at the latest version
+    it saw, which is no older than that).
+
     ``dry_run`` counts what steps 1, 2, 4, 5 and 6 would remove or write and changes nothing.
 
     Raises:
@@ -109,8 +115,13 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
     ns = Namespace(namespace, spark=spark, clock=clock)
     resolver = EntityResolver(ns)
     report = CompactReport(dry_run=dry_run, retain_hours=retain_hours)
-    for entity in queues(ns, resolver, entities):
-        report.entities.append(_compact_entity(ns, entity, dry_run, retain_hours))
+    for entity in message_entities(ns, resolver, entities, topics=True):
+        if entity.kind == "topic":
+            subscriptions = [sub.store for sub in resolver.subscriptions(entity.ref)]
+            report.entities.append(_compact_topic(ns, entity, subscriptions, dry_run,
+                                                  retain_hours))
+        else:
+            report.entities.append(_compact_entity(ns, entity, dry_run, retain_hours))
     report.seconds = time.monotonic() - started
     return report
 
@@ -119,8 +130,8 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
     store, dlq = entity.store, entity.store.dead_letter_store()
     result = EntityCompaction(entity.name)
     now = ns.clock.now()
-    frontiers = store.frontiers()
-    result.inbox_rows_purged = store.purge_inbox(frontiers, dry_run=dry_run)
+    if store.owns_inbox:
+        result.inbox_rows_purged = store.purge_inbox(store.frontiers(), dry_run=dry_run)
 
     def live_sources():
         return store.messages().where(f"kind = '{MSG}' AND state = '{DEADLETTERING}'").select(
@@ -142,11 +153,34 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
             removed, added = optimize(ns.spark, path)
             result.files_compacted += removed
             result.files_written += added
-    for path in (store.inbox_path, store.messages_path, dlq.messages_path):
+    own = [store.inbox_path] if store.owns_inbox else []
+    _vacuum_and_checkpoint(ns, result, own + [store.messages_path, dlq.messages_path],
+                           retain_hours, dry_run)
+    if store.owns_inbox:
+        result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
+                                                        dry_run=dry_run)
+    return result
+
+
+def _vacuum_and_checkpoint(ns: Namespace, result: EntityCompaction, paths: List[str],
+                           retain_hours: float, dry_run: bool) -> None:
+    for path in paths:
         result.files_vacuumed += vacuum(ns.spark, path, retain_hours, dry_run=dry_run)
         written, version = checkpoint(ns.spark, path, dry_run=dry_run)
         result.checkpoints_written += written
         result.checkpoint_versions[path.rsplit("/", 1)[-1]] = version
+
+
+def _compact_topic(ns: Namespace, entity, subscriptions: List, dry_run: bool,
+                   retain_hours: float) -> EntityCompaction:
+    """A topic's inbox: rows behind every subscription's frontier (and older than the
+    operation bound) purged, vacuumed, checkpointed, its log trimmed the same way."""
+    store = entity.store
+    result = EntityCompaction(entity.name)
+    frontiers = store.topic_frontiers(subscriptions, ns.clock.now())
+    result.inbox_rows_purged = store.purge_inbox(frontiers, dry_run=dry_run)
+    _vacuum_and_checkpoint(ns, result, [store.inbox_path, store.messages_path], retain_hours,
+                           dry_run)
     result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
-                                                    dry_run=dry_run)
+                                                    dry_run=dry_run, readers=subscriptions)
     return result

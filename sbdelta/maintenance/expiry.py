@@ -13,7 +13,7 @@ from .._entity import EntityResolver
 from .._namespace import Namespace
 from .._store import DEFAULT_SWEEP_BATCH
 from ..exceptions import ServiceBusInvalidOperationError
-from .report import Visits, queues
+from .report import Visits, message_entities
 
 __all__ = ["ExpiryReport", "EntityExpiry", "expire_messages", "DEFAULT_SWEEP_BATCH"]
 
@@ -62,7 +62,7 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
                     batch_size: int = DEFAULT_SWEEP_BATCH, spark=None) -> ExpiryReport:
     """Dead-letter or drop expired messages and messages past their delivery limit.
 
-    Visits every queue (or only ``entities``), every partition, in batches of at most
+    Visits every queue and subscription (or only ``entities``), every partition, in batches of at most
     ``batch_size`` messages until nothing is left. Expired messages move to the dead-letter
     queue with ``TTLExpiredException`` when the queue dead-letters on expiration, else they are
     dropped (TTL-6), whether or not they were ever received; ones at ``max_delivery_count``
@@ -77,7 +77,7 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
     ns = Namespace(namespace, spark=spark, clock=clock)
     resolver = EntityResolver(ns)
     report = ExpiryReport(dry_run=dry_run)
-    for entity in queues(ns, resolver, entities):
+    for entity in message_entities(ns, resolver, entities):
         counts = entity.store.sweep(entity.policy, ns.clock.now(), batch=batch_size,
                                     dry_run=dry_run)
         report.entities.append(EntityExpiry(entity.name, **dataclasses.asdict(counts)))

@@ -1,10 +1,12 @@
-"""What every maintenance report shares, and how the jobs pick their queues."""
+"""What every maintenance report shares, and how the jobs pick their entities."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
+
+from .._names import EntityRef
 
 
 @dataclass
@@ -33,8 +35,34 @@ class Visits:
         return {k: sum(getattr(e, k) for e in self.entities) for k in keys}
 
 
-def queues(ns, resolver, names: Optional[Sequence[str]]) -> List:
-    """The queues a job visits: ``names``, or every queue of the namespace. Every name is
-    resolved first, so an unknown one fails the job before anything changes."""
-    names = list(names) if names else [r.name for r in ns.registry.list("queue")]
-    return [resolver.queue(name) for name in names]
+def message_entities(ns, resolver, names: Optional[Sequence[str]], *,
+                     topics: bool = False) -> List:
+    """The entities a job visits: ``names`` (queues, topics, and subscriptions named
+    ``topic/Subscriptions/name``), or every one of the namespace. Queues and subscriptions hold
+    messages; a topic named in ``names`` stands for its subscriptions, and is visited itself
+    only when ``topics`` (its inbox is compacted on its own). Every name is resolved first, so
+    an unknown one fails the job before anything changes."""
+    rows = ns.registry.all()
+    topic_names = {r.key: r.name for r in rows if r.kind == "topic"}
+
+    def subscriptions_of(topic_key: str) -> List[EntityRef]:
+        return [EntityRef.subscription(topic_names[topic_key], r.name) for r in rows
+                if r.kind == "subscription" and r.parent == topic_key]
+
+    refs: List[EntityRef] = []
+    if not names:
+        refs += [EntityRef.queue(r.name) for r in rows if r.kind == "queue"]
+        for key in topic_names:
+            refs += subscriptions_of(key) + ([EntityRef.topic_of(topic_names[key])]
+                                             if topics else [])
+    for name in names or ():
+        sub = EntityRef.subscription_path(name)
+        if sub is not None:
+            refs.append(sub)
+            continue
+        row = next((r for r in rows if r.key == name.lower()), None)
+        if row is not None and row.kind == "topic":
+            refs += subscriptions_of(row.key) + ([EntityRef.topic_of(row.name)] if topics else [])
+        else:
+            refs.append(EntityRef.queue(name))  # resolving says what is missing
+    return [resolver.resolve(ref) for ref in dict.fromkeys(refs)]

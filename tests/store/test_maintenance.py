@@ -21,7 +21,9 @@ from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOp
 from sbdelta.maintenance import MIN_RETAIN_HOURS, compact, delete_idle_entities
 from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter
 
-from ..conftest import START, spark_submit
+from sbdelta._names import EntityRef
+
+from ..conftest import START, receive_all, spark_submit
 _names = itertools.count()
 
 
@@ -336,3 +338,55 @@ def test_issue12_item6_duplicate_in_window_is_dropped_with_compaction_between(
     (new,) = receiver.receive_messages(10)
     assert str(new) == "new"
     receiver.complete_message(new)
+
+
+def test_topic_1_compaction_purges_a_topic_inbox_only_behind_every_subscription(
+        spark, ns, admin, client, clock):
+    """One stored copy per message (TOPIC-1) is removed only when every subscription has
+    registered it; each subscription's own tables are compacted like a queue's, and the
+    expiry job sweeps subscriptions (TTL-4/6 to the subscription's dead-letter queue)."""
+    from sbdelta.maintenance import expire_messages
+
+    topic = f"ct{next(_names)}"
+    admin.create_topic(topic, enable_partitioning=True)
+    admin.create_subscription(topic, "fast")
+    admin.create_subscription(topic, "slow", dead_lettering_on_message_expiration=True,
+                              default_message_time_to_live=timedelta(minutes=10))
+    sender = client.get_topic_sender(topic)
+    fast = client.get_subscription_receiver(topic, "fast")
+    slow = client.get_subscription_receiver(topic, "slow")
+    for round_ in range(3):
+        sender.send_messages([ServiceBusMessage(f"r{round_}-{i}", partition_key="k")
+                              for i in range(4)])
+        if round_ == 0:
+            slow.complete_messages(slow.receive_messages(4))  # the first send commit only
+    fast.complete_messages(receive_all(fast, 12, batch=20))
+    resolver = EntityResolver(Namespace(ns, spark=spark))
+    inbox = resolver.resolve(EntityRef.topic_of(topic)).store.inbox_path
+    assert _rows(spark, inbox) == 12
+
+    report = compact(ns, entities=[topic], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark)
+    by_entity = {e.entity: e for e in report.entities}
+    assert set(by_entity) == {topic, f"{topic}/Subscriptions/fast",
+                              f"{topic}/Subscriptions/slow"}
+    assert by_entity[topic].inbox_rows_purged == 4  # behind "slow", the lowest frontier
+    assert _rows(spark, inbox) == 8
+    # The slow subscription still gets every message it has not taken; the expiry job then
+    # dead-letters what outlived the subscription's 10-minute default.
+    (rest,) = [slow.receive_messages(4)]
+    assert len(rest) == 4
+    slow.complete_messages(rest)
+    clock.advance(timedelta(minutes=11))
+    swept = expire_messages(ns, entities=[f"{topic}/Subscriptions/slow"], clock=clock,
+                            spark=spark).totals()
+    assert swept["expired_dead_lettered"] == 4
+    dlq = client.get_subscription_receiver(topic, "slow", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    assert sorted(str(m) for m in receive_all(dlq, 4)) == [f"r2-{i}" for i in range(4)]
+    # The sweep tombstoned those rows; the next receive consumes the tombstones and moves the
+    # frontier past them, and then nothing of the topic's inbox is needed any more.
+    assert slow.receive_messages(5) == []
+    again = compact(ns, entities=[topic], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                    spark=spark)
+    assert {e.entity: e.inbox_rows_purged for e in again.entities}[topic] == 8
+    assert _rows(spark, inbox) == 0
