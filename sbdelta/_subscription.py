@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from ._clock import utc
 from ._properties import RuleProperties
@@ -71,34 +71,48 @@ class Admission:
     def __call__(self, rows):
         from pyspark.sql import functions as F
 
-        from .rules import FILTER_EXCEPTION_REASON, filter_column
+        from .rules import FILTER_EXCEPTION_REASON, with_properties
 
         enqueued = F.col("enqueued_time")
-        matched = F.lit(False)
-        errors: List[Any] = []
-        for window in self.windows:
-            result = filter_column(window.rule.filter)
-            covers = enqueued >= F.expr(sql_literal(window.valid_from))
-            if window.valid_until is not None:
-                covers = covers & (enqueued < F.expr(sql_literal(window.valid_until)))
-            matched = matched | F.coalesce(covers & result.matched, F.lit(False))
-            if _may_fail(window.rule):
-                errors.append(F.when(covers, result.error))
-        rows = rows.withColumn("_matched", matched)
-        if self.dead_letters and errors:
-            error = F.coalesce(*errors) if len(errors) > 1 else errors[0]
-            rows = (rows.withColumn("_error", F.when(~F.col("_matched"), error))
-                    .where(F.col("_matched") | F.col("_error").isNotNull())
+        windows = [(w, _covers(enqueued, w)) for w in self.windows]
+
+        def evaluate(rules):
+            matched, errors = F.lit(False), []
+            for window, covers in windows:
+                result = rules.filter(window.rule.filter)
+                matched = matched | F.coalesce(covers & result.matched, F.lit(False))
+                if _may_fail(window.rule):
+                    errors.append(F.when(covers, result.error))
+            error = (F.lit(None).cast("string") if not errors
+                     else errors[0] if len(errors) == 1 else F.coalesce(*errors))
+            return F.struct(matched.alias("matched"),
+                            F.when(~matched, error).alias("error"))
+
+        # One struct per row: the property bag is parsed once for every rule (with_properties),
+        # and the filter below reads one field of it.
+        rows = rows.withColumn("_admit", with_properties(evaluate))
+        if self.dead_letters:
+            rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
                     .withColumn("dead_letter_reason",
-                                F.when(F.col("_error").isNotNull(),
+                                F.when(F.col("_admit.error").isNotNull(),
                                        F.lit(FILTER_EXCEPTION_REASON)))
-                    .withColumnRenamed("_error", "dead_letter_error_description"))
+                    .withColumn("dead_letter_error_description", F.col("_admit.error")))
         else:
-            rows = rows.where(F.col("_matched"))
-        rows = rows.drop("_matched")
+            rows = rows.where(F.col("_admit.matched"))
+        rows = rows.drop("_admit")
         if self.ttl_cap is not None:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
+
+
+def _covers(enqueued, window: RuleWindow):
+    """The window's rule applies to a message enqueued at ``enqueued`` (TOPIC-2)."""
+    from pyspark.sql import functions as F
+
+    covers = enqueued >= F.expr(sql_literal(window.valid_from))
+    if window.valid_until is not None:
+        covers = covers & (enqueued < F.expr(sql_literal(window.valid_until)))
+    return covers
 
 
 def _may_fail(rule: RuleProperties) -> bool:

@@ -68,6 +68,9 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
         df = inbox_range(store, pids, frontiers, lo, hi)
+        if store.admit is not None:
+            # A subscription's rules run once here, not again in each job of the receive.
+            df = df.localCheckpoint(eager=True)
         counts = {r.pid: r.n for r in df.groupBy("pid").count()
                   .withColumnRenamed("count", "n").collect()}
         if sum(counts.values()) >= need or hi >= latest or window >= 4096:

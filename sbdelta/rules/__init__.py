@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import Callable, NamedTuple, Union
 
 from .._properties import (CorrelationRuleFilter, FalseRuleFilter, RuleProperties,
                            SqlRuleAction, SqlRuleFilter, TrueRuleFilter)
@@ -41,6 +41,8 @@ __all__ = [
     # evaluate (Spark Columns)
     "filter_column",
     "action_columns",
+    "with_properties",
+    "Rules",
     "FilterResult",
     "ActionResult",
     "FILTER_EXCEPTION_REASON",
@@ -94,6 +96,89 @@ def validate_rule(rule: RuleProperties) -> None:
         parse_action(rule.action.sql_expression, rule.action.parameters)
 
 
+class Rules:
+    """Rules evaluated over one message row, its property bag bound once (see
+    :func:`with_properties`)."""
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+
+    def filter(self, rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, FilterExpr]
+               ) -> FilterResult:
+        """The filter as Columns: see :func:`filter_column`."""
+        from pyspark.sql import functions as F
+
+        from .compile import compile_filter
+        from .correlation import compile_correlation
+
+        no_error = F.lit(None).cast("string")
+        if isinstance(rule_filter, TrueRuleFilter):
+            return FilterResult(F.lit(True), no_error)
+        if isinstance(rule_filter, FalseRuleFilter):
+            return FilterResult(F.lit(False), no_error)
+        if isinstance(rule_filter, CorrelationRuleFilter):
+            return FilterResult(*compile_correlation(rule_filter, self._ctx))
+        if isinstance(rule_filter, SqlRuleFilter):
+            rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
+        if not isinstance(rule_filter, FilterExpr):
+            raise TypeError(f"filter_column takes a rule filter, got {type(rule_filter).__name__}")
+        return FilterResult(*compile_filter(rule_filter, self._ctx))
+
+    def action(self, action: Union[SqlRuleAction, ActionExpr]) -> ActionResult:
+        """The action as Columns: see :func:`action_columns`."""
+        from .compile import compile_action
+
+        if isinstance(action, SqlRuleAction):
+            action = parse_action(action.sql_expression, action.parameters)
+        if not isinstance(action, ActionExpr):
+            raise TypeError(f"action_columns takes a SqlRuleAction, got {type(action).__name__}")
+        return ActionResult(*compile_action(action, self._ctx))
+
+
+class _Probe:
+    """A context that notes whether a rule reads the property bag at all."""
+
+    def __init__(self) -> None:
+        from pyspark.sql import functions as F
+
+        self.used = False
+        self._bag = F.create_map().cast("map<string,string>")
+
+    @property
+    def bag(self):
+        self.used = True
+        return self._bag
+
+    @property
+    def bag_error(self):
+        self.used = True
+        from pyspark.sql import functions as F
+
+        return F.lit(None).cast("string")
+
+
+def with_properties(build: Callable[[Rules], object]):
+    """One Column from ``build(rules)``, with the message's application properties parsed ONCE
+    per row for every rule ``build`` evaluates.
+
+    Parsing the JSON text into the typed bag is the costly part of a rule; written out at each
+    property a rule reads, it made plans of megabytes that took seconds to compile. Here the bag
+    is computed once and bound to a lambda variable (``transform`` over a one-element array),
+    and each rule reads that variable. A ``build`` that reads no property gets no bag at all.
+    """
+    from pyspark.sql import functions as F
+
+    from .compile import Context, message_bag
+
+    probe = _Probe()
+    build(Rules(probe))
+    if not probe.used:
+        return build(Rules(Context(None, None)))
+    bag, error = message_bag()
+    bound = F.array(F.struct(bag.alias("bag"), error.alias("error")))
+    return F.transform(bound, lambda row: build(Rules(Context(row["bag"], row["error"]))))[0]
+
+
 def filter_column(rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, FilterExpr]
                   ) -> FilterResult:
     """The filter as Columns over a DataFrame of message rows.
@@ -108,21 +193,9 @@ def filter_column(rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, Filte
     """
     from pyspark.sql import functions as F
 
-    from .compile import compile_filter
-    from .correlation import compile_correlation
-
-    no_error = F.lit(None).cast("string")
-    if isinstance(rule_filter, TrueRuleFilter):
-        return FilterResult(F.lit(True), no_error)
-    if isinstance(rule_filter, FalseRuleFilter):
-        return FilterResult(F.lit(False), no_error)
-    if isinstance(rule_filter, CorrelationRuleFilter):
-        return FilterResult(*compile_correlation(rule_filter))
-    if isinstance(rule_filter, SqlRuleFilter):
-        rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
-    if not isinstance(rule_filter, FilterExpr):
-        raise TypeError(f"filter_column takes a rule filter, got {type(rule_filter).__name__}")
-    return FilterResult(*compile_filter(rule_filter))
+    result = with_properties(lambda rules: F.struct(
+        *[c.alias(n) for n, c in zip(FilterResult._fields, rules.filter(rule_filter))]))
+    return FilterResult(result["matched"], result["error"])
 
 
 def action_columns(action: Union[SqlRuleAction, ActionExpr]) -> ActionResult:
@@ -135,10 +208,8 @@ def action_columns(action: Union[SqlRuleAction, ActionExpr]) -> ActionResult:
         RuleSyntaxError: The action's text is not valid.
         TypeError: ``action`` is neither.
     """
-    from .compile import compile_action
+    from pyspark.sql import functions as F
 
-    if isinstance(action, SqlRuleAction):
-        action = parse_action(action.sql_expression, action.parameters)
-    if not isinstance(action, ActionExpr):
-        raise TypeError(f"action_columns takes a SqlRuleAction, got {type(action).__name__}")
-    return ActionResult(*compile_action(action))
+    result = with_properties(lambda rules: F.struct(
+        *[c.alias(n) for n, c in zip(ActionResult._fields, rules.action(action))]))
+    return ActionResult(result["application_properties"], result["error"])

@@ -36,7 +36,7 @@ from .values import (Val, column_val, const_val, first_error, lookup, null_val, 
                      remove_property, render_bag, set_property, to_typed, typed_val)
 
 __all__ = ["compile_filter", "compile_action", "compare", "condition", "value", "Cond",
-           "PROPERTIES_COLUMN"]
+           "Context", "message_bag", "PROPERTIES_COLUMN"]
 
 #: The column a message's application properties are read from (and written to by actions).
 PROPERTIES_COLUMN = "application_properties"
@@ -62,31 +62,33 @@ class Cond:
     error: Optional[object] = None
 
 
-class _Context:
-    """What values are read from: the message columns and the current property bag."""
+class Context:
+    """What values are read from: the message columns and the property bag (a map Column, and
+    its error Column). :func:`sbdelta.rules.with_properties` binds the bag once per row and
+    hands the bound names in here, so that every property a rule reads looks it up in the same
+    map instead of parsing the JSON text again."""
 
     def __init__(self, bag, bag_error) -> None:
         self.bag = bag
         self.bag_error = bag_error
 
-    @classmethod
-    def of_message(cls) -> "_Context":
-        F = _f()
-        bag, error = properties_bag(F.col(PROPERTIES_COLUMN))
-        return cls(bag, error)
+
+def message_bag() -> Tuple[object, object]:
+    """``(bag, error)`` of the message's application properties column."""
+    return properties_bag(_f().col(PROPERTIES_COLUMN))
 
 
 # -- filters ------------------------------------------------------------------------------------
 
-def compile_filter(expr: FilterExpr) -> Tuple[object, object]:
+def compile_filter(expr: FilterExpr, ctx: Context) -> Tuple[object, object]:
     """``(matched, error)`` Columns for a parsed filter (see :func:`sbdelta.rules.filter_column`)."""
     F = _f()
-    cond = condition(expr.condition, _Context.of_message())
+    cond = condition(expr.condition, ctx)
     error = cond.error if cond.error is not None else F.lit(None).cast("string")
     return F.when(error.isNull(), cond.value), error
 
 
-def condition(node, ctx: _Context) -> Cond:
+def condition(node, ctx: Context) -> Cond:
     F = _f()
     if isinstance(node, Compare):
         return compare(node.op, value(node.left, ctx), value(node.right, ctx))
@@ -180,7 +182,7 @@ def like(node: Like, a: Val, p: Val) -> Cond:
 
 # -- values -------------------------------------------------------------------------------------
 
-def value(node, ctx: _Context) -> Val:
+def value(node, ctx: Context) -> Val:
     F = _f()
     if isinstance(node, Const):
         return const_val(node.value, node.kind)
@@ -285,7 +287,7 @@ def _arith_pair(op: str, a: Val, b: Val, x: str, y: str):
 
 # -- actions ------------------------------------------------------------------------------------
 
-def compile_action(expr: ActionExpr) -> Tuple[object, object]:
+def compile_action(expr: ActionExpr, ctx: Context) -> Tuple[object, object]:
     """``(application_properties, error)`` Columns for a parsed action.
 
     Statements apply in order, each seeing the properties the previous ones left. Where the
@@ -293,11 +295,10 @@ def compile_action(expr: ActionExpr) -> Tuple[object, object]:
     """
     F = _f()
     original = F.col(PROPERTIES_COLUMN)
-    ctx = _Context.of_message()
     bag, error = ctx.bag, ctx.bag_error
     for statement in expr.statements:
         if isinstance(statement, SetStmt):
-            val = value(statement.value, _Context(bag, ctx.bag_error))
+            val = value(statement.value, Context(bag, ctx.bag_error))
             bag = set_property(bag, statement.name, _convert_to_existing(bag, statement.name,
                                                                         to_typed(val)))
             error = first_error(error, val.error)

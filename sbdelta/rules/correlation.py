@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from .compile import PROPERTIES_COLUMN, compare
+from .compile import Context, compare
 from .nodes import ANY, BOOL, DOUBLE, LONG, STRING
-from .values import const_val, lookup, properties_bag, typed_val
+from .values import const_val, lookup, typed_val
 
 #: CorrelationRuleFilter field -> message column.
 CORRELATION_COLUMNS = (
@@ -37,7 +37,7 @@ def _kind(value: object) -> str:
     return STRING
 
 
-def compile_correlation(rule_filter) -> Tuple[object, object]:
+def compile_correlation(rule_filter, ctx: Context) -> Tuple[object, object]:
     """``(matched, error)`` for a CorrelationRuleFilter; matched is never NULL, error always is."""
     from pyspark.sql import functions as F
 
@@ -47,9 +47,8 @@ def compile_correlation(rule_filter) -> Tuple[object, object]:
         if wanted is not None:
             tests.append(F.coalesce(F.col(column) == F.lit(wanted), F.lit(False)))
     if rule_filter.properties:
-        bag, _ = properties_bag(F.col(PROPERTIES_COLUMN))
         for name, wanted in rule_filter.properties.items():
-            typed, _ = lookup(bag, F.lit(name))
+            typed, _ = lookup(ctx.bag, F.lit(name))
             test = compare("=", typed_val(typed, ANY), const_val(wanted, _kind(wanted)))
             fits = test.value if test.error is None else test.value & test.error.isNull()
             tests.append(F.coalesce(fits, F.lit(False)))

@@ -1,0 +1,50 @@
+# Databricks notebook source
+# MAGIC %md
+# MAGIC # Publish and subscribe on sbdelta
+# MAGIC A topic stores each message once; each subscription receives what its rules match, as
+# MAGIC the rules stood when the message was sent, and settles on its own. On Databricks the
+# MAGIC active session is used as it is; locally `get_spark()` builds one with Delta.
+
+# COMMAND ----------
+from sbdelta import ServiceBusClient, ServiceBusMessage
+from sbdelta.management import (CorrelationRuleFilter, RuleProperties,
+                                ServiceBusAdministrationClient, SqlRuleFilter)
+
+NAMESPACE = "/tmp/sbdelta-topics-notebook"  # on Databricks: "dbfs:/..." or "abfss://..."
+admin = ServiceBusAdministrationClient(NAMESPACE)
+if "orders" not in [t.name for t in admin.list_topics()]:
+    admin.create_topic("orders", enable_partitioning=True)
+    admin.create_subscription("orders", "audit")  # $Default: every message
+    admin.create_subscription("orders", "big-eu", default_rule=RuleProperties(
+        "orders", "big-eu", "big", filter=SqlRuleFilter("region = 'eu' AND amount > @min",
+                                                        {"@min": 100})))
+    admin.create_subscription("orders", "refunds", default_rule=RuleProperties(
+        "orders", "refunds", "refunds", filter=CorrelationRuleFilter(label="refund")))
+
+# COMMAND ----------
+client = ServiceBusClient(NAMESPACE)
+sender = client.get_topic_sender("orders")
+sender.send_messages([
+    ServiceBusMessage("o-1", application_properties={"region": "eu", "amount": 250}),
+    ServiceBusMessage("o-2", application_properties={"region": "us", "amount": 900}),
+    ServiceBusMessage("r-1", subject="refund", application_properties={"region": "eu"}),
+])
+
+# COMMAND ----------
+# MAGIC %md
+# MAGIC The bulk form: a DataFrame of locked messages, settled in one commit.
+
+# COMMAND ----------
+receiver = client.get_subscription_receiver("orders", "audit")
+df = receiver.receive_dataframe(1000)
+show = globals().get("display")  # Databricks' display, else a plain show
+show(df) if show else df.show(truncate=False)
+print("completed", receiver.complete_messages(df))
+
+# COMMAND ----------
+for sub in ("big-eu", "refunds"):
+    r = client.get_subscription_receiver("orders", sub)
+    got = r.receive_messages(max_message_count=100)
+    print(sub, [str(m) for m in got])
+    r.complete_messages(got)
+print(admin.get_subscription_runtime_properties("orders", "audit"))
