@@ -9,11 +9,14 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 KB = 1024
+#: Lock duration of the benchmarks' queues and subscriptions: a slow batch never loses its locks.
+LOCK = timedelta(minutes=5)
 
 
 @dataclass
@@ -39,6 +42,11 @@ class Sizes:
     rabbit_prefetch: int = 1000
     maintenance_rounds: int = 20              # send/complete rounds before the compact job
     maintenance_batch: int = 200              # messages per round
+    topic_send: int = 100                     # messages per topic send (workload topics)
+    topic_subscriptions: Sequence[int] = (1, 2)  # subscription counts of the send rows
+    topic_backlog: int = 200                  # topic backlog of the filtered receive
+    topic_receive: int = 10                   # messages per filtered subscription receive
+    topic_filtered_subscriptions: int = 2     # subscriptions, each a 10% SQL filter
     skip: Sequence[str] = ()                  # workloads left out unless named in --only
 
 
@@ -55,6 +63,8 @@ MODES: Dict[str, Sizes] = {
                    backlog_chunk=10000, latency_reps=5, drain=10000, drain_chunk=10000,
                    drain_batch=5000, drain_reps=3, contention_seconds=15,
                    contention_prefill=3000, contention_batch=200, maintenance_batch=50,
+                   topic_send=10000, topic_subscriptions=(1, 10), topic_backlog=20000,
+                   topic_receive=1000, topic_filtered_subscriptions=10,
                    # issue 4's 20-round maintenance benchmark alone takes ~8.5 minutes here:
                    # quick mode runs it only when asked (--only maintenance).
                    skip=("maintenance",)),
@@ -63,7 +73,9 @@ MODES: Dict[str, Sizes] = {
                   receive=[1000, 10000, 100000], backlog=[10000, 100000, 1000000],
                   backlog_receive=1000, backlog_chunk=10000, latency_reps=30, drain=1000000,
                   drain_chunk=100000, drain_batch=100000, drain_reps=3,
-                  contention_seconds=120, contention_prefill=20000, contention_batch=500),
+                  contention_seconds=120, contention_prefill=20000, contention_batch=500,
+                  topic_send=10000, topic_subscriptions=(1, 10, 100), topic_backlog=100000,
+                  topic_receive=10000, topic_filtered_subscriptions=10),
 }
 
 

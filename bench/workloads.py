@@ -7,13 +7,11 @@ time is the system clock (locks of 5 minutes, so a slow batch never loses its lo
 from __future__ import annotations
 
 import itertools
-from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .measure import KB, PeakRss, Row, Sizes, Timer, body_bytes, body_sql, median, p95, throughput_row
+from .measure import KB, LOCK, PeakRss, Row, Sizes, Timer, body_bytes, body_sql, median, p95, throughput_row
 
-LOCK = timedelta(minutes=5)
 DELTA_APPEND = "raw Delta append"
 
 
@@ -444,6 +442,11 @@ class Bench:
         from .jobs import run_jobs
 
         return run_jobs(self)
+
+    def w_topics(self) -> List[Row]:
+        from .topics import run_topics
+
+        return run_topics(self)
 
     def w_contention(self) -> List[Row]:
         from .contention import run_contention

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -89,6 +90,18 @@ class QueueRuntimeProperties:
     created_at_utc: Any
     updated_at_utc: Any
     accessed_at_utc: Any
+
+
+def _check_rule(rule: RuleProperties) -> None:
+    """Parse the rule's SQL (RuleSyntaxError with the position, before anything is written);
+    warn that an action is kept but not applied yet."""
+    validate_rule(rule)
+    if rule.action is not None:
+        warnings.warn(
+            f"rule '{rule.name}' of subscription '{rule.topic_name}/{rule.subscription_name}': "
+            "its action is stored but sbdelta does not apply rule actions yet (TOPIC-5); "
+            "messages reach the subscription with their properties unchanged",
+            UserWarning, stacklevel=3)
 
 
 def _build(cls, args: tuple, kwargs: Dict[str, Any]):
@@ -263,7 +276,7 @@ class ServiceBusAdministrationClient:
         else:
             rule = dataclasses.replace(rule, topic_name=props.topic_name,
                                        subscription_name=props.name)
-            validate_rule(rule)
+            _check_rule(rule)
         topic_ref = EntityRef.topic_of(topic_name)
         topic = self._row(topic_ref)
         location = f"{topic.location}/subscriptions/{storage_key(props.name)}"
@@ -310,7 +323,7 @@ class ServiceBusAdministrationClient:
         """Create a rule (``filter=``, ``action=``) on a subscription."""
         ref = EntityRef.rule(topic_name, subscription_name, rule_name)
         props = _build(RuleProperties, (topic_name, subscription_name, rule_name), kwargs)
-        validate_rule(props)
+        _check_rule(props)
         return self._create(ref, props, None)
 
     def get_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> RuleProperties:
@@ -335,7 +348,7 @@ class ServiceBusAdministrationClient:
             rule = dataclasses.replace(rule, **kwargs)
         rule = dataclasses.replace(rule, topic_name=topic_name,
                                    subscription_name=subscription_name)
-        validate_rule(rule)
+        _check_rule(rule)
         self._retire_rule(EntityRef.rule(topic_name, subscription_name, rule.name), rule)
 
     def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> None:

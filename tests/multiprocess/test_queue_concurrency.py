@@ -1,7 +1,9 @@
-"""Several processes on one queue: no message lost, none held by two valid locks, none twice.
+"""Several processes on queues and a topic's subscriptions: no message lost, none held by two
+valid locks, none twice.
 
 Rules RECV-3 (exclusive locks across processes), SEND-3 (unique sequence numbers under
-concurrent senders) and the crash-safety of the dead-letter move. Each worker is a separate
+concurrent senders), TOPIC-1/2 (each subscription its own copy, through its rules) and the
+crash-safety of the dead-letter move. Each worker is a separate
 Python process with its own Spark driver (tests/workers/broker_worker.py).
 """
 
@@ -39,30 +41,50 @@ def _wait(procs, timeout):
 
 
 QUEUES = {"work-p": True, "work-u": False}  # name -> enable_partitioning
+TOPIC = "work-t"
+#: Subscription -> which message numbers its rule admits.
+SUBSCRIPTIONS = {"all": lambda n: True, "even": lambda n: n % 2 == 0,
+                 "shared": lambda n: True}
 
 
 def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_message_once(
         spark, tmp_path):
     """One sender, two receivers and two maintenance processes (each looping the expiry sweep
-    and compaction) work on a partitioned and an unpartitioned queue at once: on each queue
-    nothing is lost, nothing completed twice, no message held by two valid locks (RECV-3),
-    no sequence number shared by two messages (SEND-3), and the jobs did remove inbox rows
-    while the others ran."""
+    and compaction) work on a partitioned and an unpartitioned queue and a partitioned topic
+    at once. The receivers share the queues and the topic's "shared" subscription, and each
+    has a subscription of its own ("all" and "even", a SQL filter). On each queue and
+    subscription nothing is lost, nothing completed twice, no message held by two valid locks
+    (RECV-3), no sequence number shared by two messages (SEND-3), each subscription got
+    exactly what its rule admits (TOPIC-1/2), and the jobs did remove inbox rows while the
+    others ran."""
+    from sbdelta.management import RuleProperties, SqlRuleFilter
+
     ns = str(tmp_path / "ns")
     admin = ServiceBusAdministrationClient(ns, spark=spark)
     for name, partitioned in QUEUES.items():
         admin.create_queue(name, enable_partitioning=partitioned,
                            lock_duration=timedelta(minutes=5))
+    admin.create_topic(TOPIC, enable_partitioning=True)
+    for sub in SUBSCRIPTIONS:
+        rule = (RuleProperties(TOPIC, sub, "even", filter=SqlRuleFilter("n % 2 = 0"))
+                if sub == "even" else None)
+        admin.create_subscription(TOPIC, sub, lock_duration=timedelta(minutes=5),
+                                  default_rule=rule)
+    subs = {sub: f"{TOPIC}/Subscriptions/{sub}" for sub in SUBSCRIPTIONS}
     queues = ",".join(QUEUES)
     logs = [str(tmp_path / f"{name}.log") for name in ("sender", "r1", "r2")]
     jobs = [str(tmp_path / f"maintain{i}.log") for i in range(2)]
     procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
-                        queues, logs[0], str(MESSAGES), "100")]
+                        f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100")]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
-                         queues, log, "1500", "200") for log in logs[1:]]
+                         f"{queues},{subs[own]},{subs['shared']}", log, "1500", "200")
+              for log, own in zip(logs[1:], ("all", "even"))]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "maintain", ns,
-                         queues, log) for log in jobs]
-    total = MESSAGES * len(QUEUES)
+                         f"{queues},topic:{TOPIC}", log) for log in jobs]
+    expected = {q: [f"{q}-m{n}" for n in range(MESSAGES)] for q in QUEUES}
+    expected.update({path: [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES)
+                            if SUBSCRIPTIONS[sub](n)] for sub, path in subs.items()})
+    total = sum(len(ids) for ids in expected.values())
     try:
         procs[0].wait(timeout=1200)
         assert procs[0].returncode == 0, output_tail(procs[0])
@@ -93,10 +115,13 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     for r in records:
         if r["event"] == "lock_lost":
             pytest.fail(f"a receiver lost a lock it should have held: {r['error']}")
-    for queue in QUEUES:
-        sent = [i for r in _read(logs[0]) if r["event"] == "sent" and r["queue"] == queue
-                for i in r["ids"]]
-        assert len(sent) == MESSAGES, queue
+    sent = defaultdict(list)
+    for r in _read(logs[0]):
+        if r["event"] == "sent":
+            sent[r["queue"]] += r["ids"]
+    assert {q: len(ids) for q, ids in sent.items()} == {
+        **dict.fromkeys(QUEUES, MESSAGES), f"topic:{TOPIC}": MESSAGES}
+    for queue, wanted in expected.items():
         locks, completed, ids = defaultdict(list), defaultdict(list), {}
         for r in records:
             if r.get("queue") != queue:
@@ -107,10 +132,10 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
             elif r["event"] == "completed":
                 completed[r["seq"]].append(r["token"])
         # Nothing lost, each completed exactly once, no sequence number shared by two messages.
-        assert sorted(ids.values()) == sorted(sent), queue
-        assert len(ids) == MESSAGES, queue
+        assert sorted(ids.values()) == sorted(wanted), queue
+        assert len(ids) == len(wanted), queue
         assert all(len(tokens) == 1 for tokens in completed.values()), queue
-        assert len(completed) == MESSAGES, queue
+        assert len(completed) == len(wanted), queue
         # No message held by two valid locks at once (rule RECV-3).
         for seq, intervals in locks.items():
             intervals.sort()
@@ -119,6 +144,9 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     with ServiceBusClient(ns, spark=spark) as client:
         for queue in QUEUES:
             assert client.get_queue_receiver(queue).peek_messages(10, sequence_number=0) == []
+        for sub in SUBSCRIPTIONS:
+            assert client.get_subscription_receiver(TOPIC, sub).peek_messages(
+                10, sequence_number=0) == []
     maintained = {log: [r for r in _read(log) if r["event"] == "maintained"] for log in jobs}
     assert all(rounds for rounds in maintained.values()), maintained
     assert sum(r["compacted"]["inbox_rows_purged"]

@@ -2,7 +2,10 @@
 
 Used by the multi-process stress and crash tests. Every log line is flushed (and fsynced) as
 soon as it is written, so a kill -9 loses at most the line being written. ``<queues>`` is one
-queue name or several separated by commas; every record names the queue it is about.
+entity or several separated by commas: a queue name, ``topic:<name>`` (to send to a topic) or
+``<topic>/Subscriptions/<name>`` (to receive from a subscription); every record names the
+entity it is about (field ``queue``). Sent messages carry the application property ``n``, their
+number.
 
     python -m tests.workers.broker_worker send <namespace> <queues> <log> <count> <batch>
         (sends <count> messages to each queue, <batch> per send, the queues in turn)
@@ -34,6 +37,21 @@ def _wait_for_go():
         time.sleep(0.1)
 
 
+def _sender(client, spec):
+    if spec.startswith("topic:"):
+        return client.get_topic_sender(spec[len("topic:"):])
+    return client.get_queue_sender(spec)
+
+
+def _receiver(client, admin, spec):
+    """(receiver, lock duration in seconds) of a queue or ``topic/Subscriptions/name``."""
+    parts = spec.split("/Subscriptions/")
+    if len(parts) == 2:
+        lock = admin.get_subscription(*parts).lock_duration
+        return client.get_subscription_receiver(*parts), lock.total_seconds()
+    return client.get_queue_receiver(spec), admin.get_queue(spec).lock_duration.total_seconds()
+
+
 def main(argv):
     mode, namespace, queues, log_path = argv[:4]
     queues = queues.split(",")
@@ -48,27 +66,30 @@ def main(argv):
         _wait_for_go()
         if mode == "send":
             count, batch = int(argv[4]), int(argv[5])
-            senders = {q: client.get_queue_sender(q) for q in queues}
+            senders = {q: _sender(client, q) for q in queues}
             for start in range(0, count, batch):
                 for q, sender in senders.items():
-                    ids = [f"{q}-m{i}" for i in range(start, min(count, start + batch))]
-                    sender.send_messages([ServiceBusMessage(i, message_id=i) for i in ids])
+                    numbers = range(start, min(count, start + batch))
+                    ids = [f"{q}-m{i}" for i in numbers]
+                    sender.send_messages([ServiceBusMessage(f"{q}-m{i}", message_id=f"{q}-m{i}",
+                                                            application_properties={"n": i})
+                                          for i in numbers])
                     _log(log, event="sent", queue=q, ids=ids)
             return
         if mode == "maintain":
             from sbdelta.maintenance import compact, expire_messages
 
             rounds = 0
+            entities = [q[len("topic:"):] if q.startswith("topic:") else q for q in queues]
             while not os.path.exists(log_path + ".stop"):
-                expired = expire_messages(namespace, entities=queues)
-                compacted = compact(namespace, entities=queues)
+                expired = expire_messages(namespace, entities=entities)
+                compacted = compact(namespace, entities=entities)
                 rounds += 1
                 _log(log, event="maintained", round=rounds, expired=expired.totals(),
                      compacted=compacted.totals())
             return
         admin = ServiceBusAdministrationClient(namespace)
-        receivers = {q: (client.get_queue_receiver(q),
-                         admin.get_queue(q).lock_duration.total_seconds()) for q in queues}
+        receivers = {q: _receiver(client, admin, q) for q in queues}
         if mode == "receive":
             stop_after, batch = float(argv[4]), int(argv[5])
             deadline = time.monotonic() + stop_after

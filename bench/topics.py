@@ -1,0 +1,87 @@
+"""Topics (issue 13): send cost against the number of subscriptions, and a filtered
+subscription's receive against a queue receive of the same size.
+
+Rows:
+
+- ``send_dataframe N to a topic with K subscriptions`` against the same send to a queue: a topic
+  stores each message once and reads no subscription at send time, so the ratio should stay
+  flat in K (target <= 1.2x).
+- ``receive_dataframe R from 1 of S filtered subscriptions`` at a topic backlog of B, each
+  subscription's SQL filter matching 10% (``g = i``), against ``receive_dataframe R`` from a
+  queue (target <= 1.3x).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from .measure import KB, LOCK, Row, Timer, median, throughput_row
+
+
+def _tagged(bench, n: int, start: int = 0):
+    """``n`` message rows whose application property ``g`` is ``id % 10``."""
+    from pyspark.sql import functions as F
+
+    return bench.source(n, KB, start=start).withColumn(
+        "application_properties", F.to_json(F.struct((F.col("message_id").substr(2, 20)
+                                                      .cast("bigint") % 10).alias("g"))))
+
+
+def run_topics(bench) -> List[Row]:
+    from sbdelta.management import RuleProperties, SqlRuleFilter
+
+    s = bench.sizes
+    rows: List[Row] = []
+    n = s.topic_send
+    for k in s.topic_subscriptions:
+        topic = f"topic{next(bench._names)}"
+        bench.admin.create_topic(topic)
+        for i in range(k):
+            bench.admin.create_subscription(topic, f"s{i}", lock_duration=LOCK)
+        queue = bench.queue("tq")
+        to_topic = bench.client.get_topic_sender(topic)
+        to_queue = bench.client.get_queue_sender(queue)
+        sb, base = [], []
+        for rep in range(s.reps):
+            df = _tagged(bench, n, start=rep * n)
+            a, b = bench.pair(rep, lambda: to_topic.send_dataframe(df),
+                              lambda: to_queue.send_dataframe(df))
+            sb.append(a)
+            base.append(b)
+        rows.append(throughput_row("topics", f"send_dataframe {n:,} to a topic with {k} "
+                                   f"subscription{'s' if k > 1 else ''}", n, sb, base,
+                                   "the same send to a queue", subscriptions=k,
+                                   series="topic send"))
+        bench.echo(f"  topic send {n} with {k} subscriptions: {rows[-1].sbdelta:,.0f} msgs/s "
+                   f"vs queue {rows[-1].baseline:,.0f}")
+
+    # A filtered subscription's receive at a backlog, against a queue receive.
+    r, backlog, subs = s.topic_receive, s.topic_backlog, s.topic_filtered_subscriptions
+    topic = f"topicr{next(bench._names)}"
+    bench.admin.create_topic(topic)
+    for i in range(subs):
+        bench.admin.create_subscription(topic, f"g{i}", lock_duration=LOCK, default_rule=(
+            RuleProperties(topic, f"g{i}", "tenth", filter=SqlRuleFilter(f"g = {i % 10}"))))
+    sender = bench.client.get_topic_sender(topic)
+    for at in range(0, backlog, s.backlog_chunk):
+        sender.send_dataframe(_tagged(bench, min(s.backlog_chunk, backlog - at), start=at))
+    queue = bench.queue("tqr")
+    bench.fill(queue, r * (s.reps + 1), s.backlog_chunk)
+    sub = bench.client.get_subscription_receiver(topic, "g0")
+    plain = bench.client.get_queue_receiver(queue)
+    sb, base = [], []
+    for rep in range(s.reps):
+        for receiver, out in ((sub, sb), (plain, base)):
+            with Timer() as t:
+                df = receiver.receive_dataframe(r)
+                got = df.count()
+            if got != r:
+                raise RuntimeError(f"topics: received {got} of {r}")
+            out.append(t.seconds)
+            receiver.complete_messages(df)  # untimed
+    rows.append(throughput_row(
+        "topics", f"receive_dataframe {r:,} from 1 of {subs} subscriptions (10% SQL filter), "
+        f"topic backlog {backlog:,}", r, sb, base, f"receive_dataframe {r:,} from a queue",
+        subscriptions=subs, backlog=backlog, series="subscription receive"))
+    bench.echo(f"  subscription receive {r}: {median(sb):.2f} s vs queue {median(base):.2f} s")
+    return rows
