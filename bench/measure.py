@@ -44,7 +44,8 @@ class Sizes:
     maintenance_batch: int = 200              # messages per round
     topic_send: int = 100                     # messages per topic send (workload topics)
     topic_subscriptions: Sequence[int] = (1, 2)  # subscription counts of the send rows
-    topic_backlog: int = 200                  # topic backlog of the filtered receive
+    topic_backlog: int = 200                  # topic backlog of the filtered receive (its
+                                              # 10% per subscription >= topic_receive)
     topic_receive: int = 10                   # messages per filtered subscription receive
     topic_filtered_subscriptions: int = 2     # subscriptions, each a 10% SQL filter
     skip: Sequence[str] = ()                  # workloads left out unless named in --only

@@ -132,7 +132,7 @@ def compare(op: str, a: Val, b: Val) -> Cond:
     result, errors = None, None
     for x in sorted(a.kinds):
         for y in sorted(b.kinds):
-            both = (a.kind == x) & (b.kind == y)
+            both = a.is_kind(x) & b.is_kind(y)
             if comparable(x, y, op):
                 test = _compare_pair(op, a, b, x, y)
                 result = F.when(both, test) if result is None else result.when(both, test)
@@ -160,7 +160,7 @@ def _compare_pair(op: str, a: Val, b: Val, x: str, y: str):
 def like(node: Like, a: Val, p: Val) -> Cond:
     F = _f()
     if STRING in a.kinds and STRING in p.kinds:
-        ok = (a.kind == STRING) & (p.kind == STRING)
+        ok = a.is_kind(STRING) & p.is_kind(STRING)
         if node.escape is None:
             escape, pattern = "\\", F.regexp_replace(p.slot(STRING), r"\\", r"\\\\")
         else:
@@ -174,7 +174,7 @@ def like(node: Like, a: Val, p: Val) -> Cond:
     errors = []
     for val, what in ((a, "LIKE"), (p, "a LIKE pattern")):
         for k in sorted(val.kinds - {STRING}):
-            errors.append(F.when(val.kind == k, F.lit(f"{what} needs a string, not "
+            errors.append(F.when(val.is_kind(k), F.lit(f"{what} needs a string, not "
                                                       f"{KIND_NAMES[k]}")))
     cond = Cond(result, first_error(a.error, p.error, *errors))
     return Cond(~cond.value, cond.error) if node.negated else cond
@@ -196,11 +196,11 @@ def value(node, ctx: Context) -> Val:
         return column_val(F.col(prop.column), prop.kind)
     if isinstance(node, PropertyCall):
         name = value(node.name, ctx)
-        key = F.when(name.kind == STRING, name.slot(STRING)) if STRING in name.kinds else None
+        key = F.when(name.is_kind(STRING), name.slot(STRING)) if STRING in name.kinds else None
         if key is None:
             return null_val().with_error(name.error)
         typed, _ = lookup(ctx.bag, key)
-        wrong = [F.when(name.kind == k, F.lit(f"property(name) needs a string, not "
+        wrong = [F.when(name.is_kind(k), F.lit(f"property(name) needs a string, not "
                                               f"{KIND_NAMES[k]}"))
                  for k in sorted(name.kinds - {STRING})]
         return typed_val(typed, node.kinds, first_error(name.error, *wrong, ctx.bag_error))
@@ -220,11 +220,11 @@ def _negate(a: Val) -> Val:
     if LONG in kinds:
         negated = F.try_subtract(F.lit(0).cast("bigint"), a.slot(LONG))
         slots[LONG] = negated
-        errors.append(F.when((a.kind == LONG) & negated.isNull(), F.lit("integer overflow")))
+        errors.append(F.when(a.is_kind(LONG) & negated.isNull(), F.lit("integer overflow")))
     if DOUBLE in kinds:
         slots[DOUBLE] = -a.slot(DOUBLE)
     for k in sorted(a.kinds - kinds):
-        errors.append(F.when(a.kind == k, F.lit(f"unary '-' needs a number, not "
+        errors.append(F.when(a.is_kind(k), F.lit(f"unary '-' needs a number, not "
                                                 f"{KIND_NAMES[k]}")))
     kind = F.when(a.kind.isin(*sorted(kinds)), a.kind) if kinds else F.lit(None).cast("string")
     return Val(kinds, kind, slots, first_error(a.error, *errors))
@@ -236,7 +236,7 @@ def _arith(node: Arith, a: Val, b: Val) -> Val:
     kind, slots, errors = None, {}, []
     for x in sorted(a.kinds):
         for y in sorted(b.kinds):
-            both = (a.kind == x) & (b.kind == y)
+            both = a.is_kind(x) & b.is_kind(y)
             k = arith_kind(op, x, y)
             if k is None:
                 errors.append(F.when(both, F.lit(

@@ -202,6 +202,14 @@ class Val:
     kind: object
     slots: Dict[str, object] = field(default_factory=dict)
     error: Optional[object] = None
+    known: Optional[str] = None  # a constant's kind, known when the rule is compiled
+
+    def is_kind(self, kind: str):
+        """Column: the value has ``kind``. Decided here for a constant (Spark would otherwise
+        compare two equal literals, and log a warning for each such comparison)."""
+        if self.known is not None:
+            return _f().lit(self.known == kind)
+        return self.kind == kind
 
     def slot(self, kind: str):
         return self.slots[kind]
@@ -211,7 +219,7 @@ class Val:
         return self.slots[LONG].cast("double") if kind == LONG else self.slots[DOUBLE]
 
     def with_error(self, error) -> "Val":
-        return Val(self.kinds, self.kind, self.slots, first_error(self.error, error))
+        return Val(self.kinds, self.kind, self.slots, first_error(self.error, error), self.known)
 
 
 def null_val() -> Val:
@@ -231,7 +239,7 @@ def const_val(value: object, kind: Optional[str]) -> Val:
     column = F.lit(value)
     if kind != TIMESTAMP or not isinstance(value, datetime):
         column = column.cast(SLOT_TYPES[kind])
-    return Val(frozenset(kind), F.lit(kind), {kind: column})
+    return Val(frozenset(kind), F.lit(kind), {kind: column}, known=kind)
 
 
 def column_val(column, kind: str) -> Val:
@@ -270,7 +278,7 @@ def to_typed(val: Val):
             text = F.concat(F.lit(LONG), slot.cast("string"))
         else:
             text = F.concat(F.lit(k), slot.cast("string"))
-        result = F.when(val.kind == k, text) if result is None else result.when(val.kind == k,
+        result = F.when(val.is_kind(k), text) if result is None else result.when(val.is_kind(k),
                                                                                 text)
     return result if result is not None else F.lit(None).cast("string")
 
