@@ -42,7 +42,8 @@ def run(job: str, doc: str, action: Callable[[argparse.Namespace, Dict[str, obje
     parser.add_argument("--namespace", help="namespace root (default: the conf file's "
                         "namespace, else $SBDELTA_NAMESPACE, else ./namespace)")
     parser.add_argument("--entity", action="append", dest="entities", metavar="NAME",
-                        help="only this entity (repeatable; default: all)")
+                        help="only this entity (repeatable; default: all): a queue, a topic (with "
+                             "its subscriptions) or topic/Subscriptions/name")
     parser.add_argument("--dry-run", action="store_true", help="report, change nothing")
     add_flags(parser)
     args = parser.parse_args(argv)

@@ -2,7 +2,8 @@
 
 It applies the config, lists the entities, then on the queue ``orders`` sends five messages,
 receives them in PeekLock and completes, abandons and dead-letters some, reads the dead-letter
-queue, and prints the runtime counts.
+queue, and prints the runtime counts; then it publishes three messages to the topic ``events``
+and shows what each subscription received through its rules.
 
     python -m jobs.demo [--namespace DIR] [--config FILE]
     spark-submit $(sbdelta spark-submit-args) jobs/demo.py --namespace DIR
@@ -96,6 +97,30 @@ def _messaging_tour(namespace: str, admin) -> None:
             print(f"dead-letter queue     {m.message_id} reason={m.dead_letter_reason}")
             dlq.complete_message(m)
         print(f"counts                {_counts(admin, queue)}")
+        _topic_tour(client, admin)
+
+
+def _topic_tour(client, admin, topic: str = "events") -> None:
+    """Publish three messages to the topic; each subscription takes what its rules match."""
+    from sbdelta import ServiceBusMessage
+
+    subscriptions = [s.name for s in admin.list_subscriptions(topic)]
+    for name in subscriptions:  # leftovers of an earlier run
+        receiver = client.get_subscription_receiver(topic, name)
+        receiver.complete_messages(receiver.receive_messages(100))
+    print(f"== publishing on topic '{topic}'")
+    client.get_topic_sender(topic).send_messages([
+        ServiceBusMessage("disk full", message_id="e-1",
+                          application_properties={"severity": "error"}),
+        ServiceBusMessage("all good", message_id="e-2",
+                          application_properties={"severity": "info"}),
+        ServiceBusMessage("invoice 17", message_id="e-3", subject="invoice")])
+    for name in subscriptions:
+        receiver = client.get_subscription_receiver(topic, name)
+        got = receiver.receive_messages(max_message_count=10)
+        receiver.complete_messages(got)
+        print(f"subscription {topic}/{name:<10} got " + ", ".join(
+            sorted(m.message_id for m in got)))
 
 
 if __name__ == "__main__":

@@ -95,9 +95,12 @@ def apply_config(admin, config, *, namespace_name: Optional[str] = None) -> Appl
             label = f"{tp.name}/{sp.name}"
             s_action = "create" if t_action == "create" else _plan(
                 lambda sp=sp: admin.get_subscription(tp.name, sp.name), sp)[0]
+            # A new subscription is created with its first declared rule in the same commit
+            # (TOPIC-2: no moment in which the implicit $Default admits everything).
+            first = s.rules[0] if s.rules and s_action == "create" else None
             steps.append(("subscription", label, s_action, {
-                "create": lambda tp=tp, sp=sp: admin.create_subscription(
-                    tp.name, sp.name, **_kwargs(sp, "name", "topic_name")),
+                "create": lambda tp=tp, sp=sp, first=first: admin.create_subscription(
+                    tp.name, sp.name, default_rule=first, **_kwargs(sp, "name", "topic_name")),
                 "update": lambda tp=tp, sp=sp: admin.update_subscription(tp.name, sp)
             }.get(s_action)))
             steps += _rule_steps(admin, tp.name, sp.name, s.rules, new=s_action == "create")
@@ -116,17 +119,19 @@ def _rule_steps(admin, topic: str, sub: str, rules, *, new: bool) -> list:
 
     steps = []
     declared = {entity_key(r.name) for r in rules}
-    for r in rules:
+    for i, r in enumerate(rules):
         action = "create" if new else _plan(lambda r=r: admin.get_rule(topic, sub, r.name), r)[0]
+        if new and i == 0:  # created with the subscription (its default_rule)
+            steps.append(("rule", f"{topic}/{sub}/{r.name}", action, None))
+            continue
         steps.append(("rule", f"{topic}/{sub}/{r.name}", action, {
             "create": lambda r=r: admin.create_rule(topic, sub, r.name, filter=r.filter,
                                                     action=r.action),
             "update": lambda r=r: admin.update_rule(topic, sub, r)}.get(action)))
-    # Declared rules replace the implicit $Default (true filter), as in Service Bus.
-    if rules and "$default" not in declared:
-        exists = not new and any(entity_key(r.name) == "$default"
-                                 for r in admin.list_rules(topic, sub))
-        if new or exists:
+    # Declared rules replace the implicit $Default (true filter), as in Service Bus; a new
+    # subscription never had it.
+    if rules and "$default" not in declared and not new:
+        if any(entity_key(r.name) == "$default" for r in admin.list_rules(topic, sub)):
             steps.append(("rule", f"{topic}/{sub}/$Default", "deleted",
                           lambda: admin.delete_rule(topic, sub, "$Default")))
     return steps

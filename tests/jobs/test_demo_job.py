@@ -11,6 +11,10 @@ def test_demo_job_applies_sample_config_then_changes_nothing(spark, namespace, c
     assert "order-3 (delivery 2)" in first
     assert "dead-letter queue     order-4 reason=demo" in first
     assert "counts                active=0 dead_letter=0 scheduled=0 total=0" in first
+    # TOPIC-1/TOPIC-4: each subscription gets what its rules match, from one send.
+    assert "subscription events/all        got e-1, e-2, e-3" in first
+    assert "subscription events/errors     got e-1" in first
+    assert "subscription events/billing    got e-3" in first
     assert demo.main(["--namespace", namespace]) == 0
     assert "0 created, 0 updated, 9 unchanged" in capsys.readouterr().out
 
