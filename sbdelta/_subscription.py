@@ -71,22 +71,29 @@ class Admission:
     def __call__(self, rows):
         from pyspark.sql import functions as F
 
-        from .rules import FILTER_EXCEPTION_REASON, with_properties
+        from .rules import FILTER_EXCEPTION_REASON, let, with_properties
 
         enqueued = F.col("enqueued_time")
         windows = [(w, _covers(enqueued, w)) for w in self.windows]
 
         def evaluate(rules):
-            matched, errors = F.lit(False), []
-            for window, covers in windows:
-                result = rules.filter(window.rule.filter)
-                matched = matched | F.coalesce(covers & result.matched, F.lit(False))
-                if _may_fail(window.rule):
-                    errors.append(F.when(covers, result.error))
-            error = (F.lit(None).cast("string") if not errors
-                     else errors[0] if len(errors) == 1 else F.coalesce(*errors))
-            return F.struct(matched.alias("matched"),
-                            F.when(~matched, error).alias("error"))
+            # Every window's filter is one struct, all bound in one let (rules.let): each is
+            # read twice below and evaluated once.
+            filters = {f"w{i}": rules.filter_struct(w.rule.filter) for i, (w, _) in
+                       enumerate(windows)}
+
+            def admit(row):
+                matched, errors = F.lit(False), []
+                for i, (window, covers) in enumerate(windows):
+                    result = row[f"w{i}"]
+                    matched = matched | F.coalesce(covers & result["matched"], F.lit(False))
+                    if _may_fail(window.rule):
+                        errors.append(F.when(covers, result["error"]))
+                error = (F.lit(None).cast("string") if not errors
+                         else errors[0] if len(errors) == 1 else F.coalesce(*errors))
+                return F.struct(matched.alias("matched"), F.when(~matched, error).alias("error"))
+
+            return let(filters, admit)
 
         # One struct per row: the property bag is parsed once for every rule (with_properties),
         # and the filter below reads one field of it.

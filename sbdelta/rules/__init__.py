@@ -26,6 +26,7 @@ from .._properties import (CorrelationRuleFilter, FalseRuleFilter, RulePropertie
 from ..exceptions import RuleSyntaxError
 from .nodes import ActionExpr, FilterExpr
 from .parse import MAX_SQL_LENGTH, parse_action, parse_filter
+from .scope import let
 from .system import SYSTEM_PROPERTIES
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "filter_column",
     "action_columns",
     "with_properties",
+    "let",
     "Rules",
     "FilterResult",
     "ActionResult",
@@ -105,34 +107,44 @@ class Rules:
 
     def filter(self, rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, FilterExpr]
                ) -> FilterResult:
-        """The filter as Columns: see :func:`filter_column`."""
+        """The filter as Columns: see :func:`filter_column`. Both read one struct
+        (:meth:`filter_struct`); to read them several times, bind that struct (:func:`let`)."""
+        result = self.filter_struct(rule_filter)
+        return FilterResult(result["matched"], result["error"])
+
+    def filter_struct(self, rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, FilterExpr]):
+        """The filter as one Column ``struct<matched: boolean, error: string>``."""
         from pyspark.sql import functions as F
 
         from .compile import compile_filter
         from .correlation import compile_correlation
 
-        no_error = F.lit(None).cast("string")
-        if isinstance(rule_filter, TrueRuleFilter):
-            return FilterResult(F.lit(True), no_error)
-        if isinstance(rule_filter, FalseRuleFilter):
-            return FilterResult(F.lit(False), no_error)
+        if isinstance(rule_filter, (TrueRuleFilter, FalseRuleFilter)):
+            matched = F.lit(isinstance(rule_filter, TrueRuleFilter))
+            return F.struct(matched.alias("matched"),
+                            F.lit(None).cast("string").alias("error"))
         if isinstance(rule_filter, CorrelationRuleFilter):
-            return FilterResult(*compile_correlation(rule_filter, self._ctx))
+            return compile_correlation(rule_filter, self._ctx)
         if isinstance(rule_filter, SqlRuleFilter):
             rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
         if not isinstance(rule_filter, FilterExpr):
             raise TypeError(f"filter_column takes a rule filter, got {type(rule_filter).__name__}")
-        return FilterResult(*compile_filter(rule_filter, self._ctx))
+        return compile_filter(rule_filter, self._ctx)
 
     def action(self, action: Union[SqlRuleAction, ActionExpr]) -> ActionResult:
         """The action as Columns: see :func:`action_columns`."""
+        result = self.action_struct(action)
+        return ActionResult(result["application_properties"], result["error"])
+
+    def action_struct(self, action: Union[SqlRuleAction, ActionExpr]):
+        """The action as one Column ``struct<application_properties: string, error: string>``."""
         from .compile import compile_action
 
         if isinstance(action, SqlRuleAction):
             action = parse_action(action.sql_expression, action.parameters)
         if not isinstance(action, ActionExpr):
             raise TypeError(f"action_columns takes a SqlRuleAction, got {type(action).__name__}")
-        return ActionResult(*compile_action(action, self._ctx))
+        return compile_action(action, self._ctx)
 
 
 class _Probe:
@@ -191,10 +203,7 @@ def filter_column(rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, Filte
         RuleSyntaxError: A SqlRuleFilter's text is not valid.
         TypeError: ``rule_filter`` is none of those.
     """
-    from pyspark.sql import functions as F
-
-    result = with_properties(lambda rules: F.struct(
-        *[c.alias(n) for n, c in zip(FilterResult._fields, rules.filter(rule_filter))]))
+    result = with_properties(lambda rules: rules.filter_struct(rule_filter))
     return FilterResult(result["matched"], result["error"])
 
 
@@ -208,8 +217,5 @@ def action_columns(action: Union[SqlRuleAction, ActionExpr]) -> ActionResult:
         RuleSyntaxError: The action's text is not valid.
         TypeError: ``action`` is neither.
     """
-    from pyspark.sql import functions as F
-
-    result = with_properties(lambda rules: F.struct(
-        *[c.alias(n) for n, c in zip(ActionResult._fields, rules.action(action))]))
+    result = with_properties(lambda rules: rules.action_struct(action))
     return ActionResult(result["application_properties"], result["error"])

@@ -30,12 +30,14 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .nodes import (DOUBLE, KIND_NAMES, LONG, STRING, UUID, ActionExpr, And, Arith, Compare,
                     Const, Exists, FilterExpr, In, IsNull, Like, Negate, NewId, Not, Or,
-                    PropertyCall, RemoveStmt, SetStmt, SysProp, UserProp)
+                    PropertyCall, RemoveStmt, SysProp, UserProp)
 from .parse import arith_kind, comparable
+from .scope import Env, Scope, let
 from .values import (Val, column_val, const_val, first_error, lookup, null_val, properties_bag,
                      remove_property, render_bag, set_property, to_typed, typed_val)
 
 __all__ = ["compile_filter", "compile_action", "compare", "condition", "value", "Cond",
+           "bind_cond", "bind_val",
            "Context", "message_bag", "PROPERTIES_COLUMN"]
 
 #: The column a message's application properties are read from (and written to by actions).
@@ -79,50 +81,138 @@ def message_bag() -> Tuple[object, object]:
 
 
 # -- filters ------------------------------------------------------------------------------------
+#
+# A node compiles to ``(layer, build)`` (see :mod:`.scope`): ``build(env)`` makes its Val or
+# Cond from the variables bound so far. Nodes whose Columns their parent reads more than once
+# (arithmetic, the operands of AND/OR, property lookups) are bound in the scope.
 
-def compile_filter(expr: FilterExpr, ctx: Context) -> Tuple[object, object]:
-    """``(matched, error)`` Columns for a parsed filter (see :func:`sbdelta.rules.filter_column`)."""
+Compiled = Tuple[int, Callable[[Env], object]]
+
+
+def compile_filter(expr: FilterExpr, ctx: Context):
+    """The Column ``struct<matched: boolean, error: string>`` of a parsed filter (see
+    :func:`sbdelta.rules.filter_column`)."""
     F = _f()
-    cond = condition(expr.condition, ctx)
-    error = cond.error if cond.error is not None else F.lit(None).cast("string")
-    return F.when(error.isNull(), cond.value), error
+    scope = Scope()
+    _, build = condition(expr.condition, ctx, scope)
+
+    def finish(env):
+        cond = build(env)
+        error = cond.error if cond.error is not None else F.lit(None).cast("string")
+        return F.struct(F.when(error.isNull(), cond.value).alias("matched"),
+                        error.alias("error"))
+
+    return scope.emit(finish)
 
 
-def condition(node, ctx: Context) -> Cond:
+def bind_cond(scope: Scope, compiled: Compiled) -> Compiled:
+    layer, build = compiled
+    holder = {}
+
+    def columns(env):
+        cond = holder["cond"] = build(env)
+        return {"value": cond.value} if cond.error is None else {"value": cond.value,
+                                                                   "error": cond.error}
+
+    read = scope.bind(layer + 1, columns)
+
+    def bound(env):
+        row = read(env)
+        return Cond(row["value"], row.get("error"))
+
+    return layer + 1, bound
+
+
+def bind_val(scope: Scope, compiled: Compiled) -> Compiled:
+    layer, build = compiled
+    holder = {}
+
+    def columns(env):
+        val = holder["val"] = build(env)
+        made = {"kind": val.kind}
+        made.update((f"slot_{k}", slot) for k, slot in val.slots.items())
+        if val.error is not None:
+            made["error"] = val.error
+        return made
+
+    read = scope.bind(layer + 1, columns)
+
+    def bound(env):
+        row, val = read(env), holder["val"]
+        return Val(val.kinds, row["kind"], {k: row[f"slot_{k}"] for k in val.slots},
+                   row.get("error"))
+
+    return layer + 1, bound
+
+
+def _chain(node, kind) -> list:
+    """The operands of a chain of one connective: ``a AND (b AND c) AND d`` -> [a, b, c, d]."""
+    if isinstance(node, kind):
+        return _chain(node.left, kind) + _chain(node.right, kind)
+    return [node]
+
+
+def condition(node, ctx: Context, scope: Scope) -> Compiled:
     F = _f()
     if isinstance(node, Compare):
-        return compare(node.op, value(node.left, ctx), value(node.right, ctx))
-    if isinstance(node, And) or isinstance(node, Or):
-        left, right = condition(node.left, ctx), condition(node.right, ctx)
-        if isinstance(node, And):
-            undecided = left.value.isNull() | left.value
-            result = left.value & right.value
-        else:
-            undecided = left.value.isNull() | ~left.value
-            result = left.value | right.value
-        skipped = None if right.error is None else F.when(undecided, right.error)
-        return Cond(result, first_error(left.error, skipped))
+        (la, a), (lb, b) = value(node.left, ctx, scope), value(node.right, ctx, scope)
+        return max(la, lb), lambda env: compare(node.op, a(env), b(env))
+    if isinstance(node, (And, Or)):
+        is_and = isinstance(node, And)
+        operands = [bind_cond(scope, condition(c, ctx, scope))
+                    for c in _chain(node, type(node))]
+
+        def combine(env):
+            conds = [build(env) for _, build in operands]
+            result, errors, undecided = None, [], None
+            for cond in conds:
+                result = cond.value if result is None else (
+                    result & cond.value if is_and else result | cond.value)
+                if cond.error is not None:
+                    # AND and OR skip their right side once the left decides the result.
+                    errors.append(cond.error if undecided is None
+                                  else F.when(undecided, cond.error))
+                still = cond.value.isNull() | (cond.value if is_and else ~cond.value)
+                undecided = still if undecided is None else undecided & still
+            return Cond(result, first_error(*errors))
+
+        return max(layer for layer, _ in operands), combine
     if isinstance(node, Not):
-        inner = condition(node.operand, ctx)
-        return Cond(~inner.value, inner.error)
+        layer, inner = condition(node.operand, ctx, scope)
+
+        def negate(env):
+            cond = inner(env)
+            return Cond(~cond.value, cond.error)
+
+        return layer, negate
     if isinstance(node, IsNull):
-        val = value(node.operand, ctx)
-        return Cond(val.kind.isNotNull() if node.negated else val.kind.isNull(), val.error)
+        layer, operand = value(node.operand, ctx, scope)
+
+        def is_null(env):
+            val = operand(env)
+            return Cond(val.kind.isNotNull() if node.negated else val.kind.isNull(), val.error)
+
+        return layer, is_null
     if isinstance(node, Exists):
         if isinstance(node.prop, SysProp):
-            return Cond(F.lit(True))
-        _, present = lookup(ctx.bag, F.lit(node.prop.name))
-        return Cond(present, ctx.bag_error)
+            return 0, lambda env: Cond(F.lit(True))
+        return 0, lambda env: Cond(lookup(ctx.bag, F.lit(node.prop.name))[1], ctx.bag_error)
     if isinstance(node, In):
-        operand = value(node.operand, ctx)
-        tests = [compare("=", operand, value(item, ctx)) for item in node.items]
-        result = tests[0].value
-        for test in tests[1:]:
-            result = result | test.value  # SQL IN: true if one is; else unknown if one is
-        cond = Cond(result, first_error(*(t.error for t in tests)))
-        return Cond(~cond.value, cond.error) if node.negated else cond
+        compiled = [value(v, ctx, scope) for v in (node.operand, *node.items)]
+
+        def test(env):
+            operand, *items = [build(env) for _, build in compiled]
+            tests = [compare("=", operand, item) for item in items]
+            result = tests[0].value
+            for t in tests[1:]:
+                result = result | t.value  # SQL IN: true if one is; else unknown if one is
+            cond = Cond(result, first_error(*(t.error for t in tests)))
+            return Cond(~cond.value, cond.error) if node.negated else cond
+
+        return max(layer for layer, _ in compiled), test
     if isinstance(node, Like):
-        return like(node, value(node.operand, ctx), value(node.pattern, ctx))
+        (la, a), (lp, p) = value(node.operand, ctx, scope), value(node.pattern, ctx, scope)
+        return max(la, lp), lambda env: like(node, a(env), p(env))
     raise TypeError(f"not a condition: {node!r}")
 
 
@@ -182,34 +272,45 @@ def like(node: Like, a: Val, p: Val) -> Cond:
 
 # -- values -------------------------------------------------------------------------------------
 
-def value(node, ctx: Context) -> Val:
+def value(node, ctx: Context, scope: Scope) -> Compiled:
     F = _f()
     if isinstance(node, Const):
-        return const_val(node.value, node.kind)
+        return 0, lambda env: const_val(node.value, node.kind)
     if isinstance(node, UserProp):
-        typed, _ = lookup(ctx.bag, F.lit(node.name))
-        return typed_val(typed, node.kinds, ctx.bag_error)
+        # Looked up once per row for the whole rule, however often the rule reads it.
+        looked_up = scope.bind(1, lambda env: {"typed": lookup(ctx.bag, F.lit(node.name))[0]},
+                               key=("property", node.name))
+        return 1, lambda env: typed_val(looked_up(env)["typed"], node.kinds, ctx.bag_error)
     if isinstance(node, SysProp):
         prop = node.prop
         if prop.column is None:
-            return null_val() if prop.constant is None else const_val(prop.constant, prop.kind)
-        return column_val(F.col(prop.column), prop.kind)
+            return 0, lambda env: (null_val() if prop.constant is None
+                                   else const_val(prop.constant, prop.kind))
+        return 0, lambda env: column_val(F.col(prop.column), prop.kind)
     if isinstance(node, PropertyCall):
-        name = value(node.name, ctx)
-        key = F.when(name.is_kind(STRING), name.slot(STRING)) if STRING in name.kinds else None
-        if key is None:
-            return null_val().with_error(name.error)
-        typed, _ = lookup(ctx.bag, key)
-        wrong = [F.when(name.is_kind(k), F.lit(f"property(name) needs a string, not "
-                                              f"{KIND_NAMES[k]}"))
-                 for k in sorted(name.kinds - {STRING})]
-        return typed_val(typed, node.kinds, first_error(name.error, *wrong, ctx.bag_error))
+        layer, name_of = value(node.name, ctx, scope)
+
+        def by_name(env):
+            name = name_of(env)
+            if STRING not in name.kinds:
+                return null_val().with_error(name.error)
+            typed, _ = lookup(ctx.bag, F.when(name.is_kind(STRING), name.slot(STRING)))
+            wrong = [F.when(name.is_kind(k), F.lit(f"property(name) needs a string, not "
+                                                  f"{KIND_NAMES[k]}"))
+                     for k in sorted(name.kinds - {STRING})]
+            return typed_val(typed, node.kinds, first_error(name.error, *wrong, ctx.bag_error))
+
+        return bind_val(scope, (layer, by_name))
     if isinstance(node, NewId):
-        return Val(node.kinds, F.lit(UUID), {UUID: F.expr("uuid()")})  # fixed text, no data
+        # Bound, so that every read of one NEWID() sees the same UUID.
+        return bind_val(scope, (0, lambda env: Val(node.kinds, F.lit(UUID),
+                                                    {UUID: F.expr("uuid()")})))
     if isinstance(node, Negate):
-        return _negate(value(node.operand, ctx))
+        layer, operand = value(node.operand, ctx, scope)
+        return bind_val(scope, (layer, lambda env: _negate(operand(env))))
     if isinstance(node, Arith):
-        return _arith(node, value(node.left, ctx), value(node.right, ctx))
+        (la, a), (lb, b) = value(node.left, ctx, scope), value(node.right, ctx, scope)
+        return bind_val(scope, (max(la, lb), lambda env: _arith(node, a(env), b(env))))
     raise TypeError(f"not a value: {node!r}")
 
 
@@ -287,25 +388,40 @@ def _arith_pair(op: str, a: Val, b: Val, x: str, y: str):
 
 # -- actions ------------------------------------------------------------------------------------
 
-def compile_action(expr: ActionExpr, ctx: Context) -> Tuple[object, object]:
-    """``(application_properties, error)`` Columns for a parsed action.
+def compile_action(expr: ActionExpr, ctx: Context):
+    """The Column ``struct<application_properties: string, error: string>`` of a parsed action.
 
-    Statements apply in order, each seeing the properties the previous ones left. Where the
-    action fails for a message, the properties column keeps the original text.
+    Statements apply in order, each seeing the properties the previous ones left: the bag is
+    bound after each statement. Where the action fails for a message, the properties column
+    keeps the original text.
     """
     F = _f()
     original = F.col(PROPERTIES_COLUMN)
-    bag, error = ctx.bag, ctx.bag_error
-    for statement in expr.statements:
-        if isinstance(statement, SetStmt):
-            val = value(statement.value, Context(bag, ctx.bag_error))
-            bag = set_property(bag, statement.name, _convert_to_existing(bag, statement.name,
-                                                                        to_typed(val)))
-            error = first_error(error, val.error)
-        elif isinstance(statement, RemoveStmt):
-            bag = remove_property(bag, statement.name)
-    error = error if error is not None else F.lit(None).cast("string")
-    return F.when(error.isNull(), render_bag(bag)).otherwise(original), error
+
+    def run(statements, bag, error):
+        if not statements:
+            error = error if error is not None else F.lit(None).cast("string")
+            return F.struct(F.when(error.isNull(), render_bag(bag)).otherwise(original)
+                            .alias("application_properties"), error.alias("error"))
+        statement, rest = statements[0], statements[1:]
+        if isinstance(statement, RemoveStmt):
+            return let({"bag": remove_property(bag, statement.name)},
+                       lambda row: run(rest, row["bag"], error))
+        scope = Scope()
+        _, build = value(statement.value, Context(bag, ctx.bag_error), scope)
+
+        def assign(env):
+            val = build(env)
+            columns = {"bag": set_property(bag, statement.name, _convert_to_existing(
+                bag, statement.name, to_typed(val)))}
+            new_error = first_error(error, val.error)
+            if new_error is not None:
+                columns["error"] = new_error
+            return let(columns, lambda row: run(rest, row["bag"], row.get("error")))
+
+        return scope.emit(assign)
+
+    return run(list(expr.statements), ctx.bag, ctx.bag_error)
 
 
 def _convert_to_existing(bag, name: str, typed):

@@ -8,10 +8,9 @@ evaluation error (a number 2 does not match the string "2", as in Service Bus).
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from .compile import Context, compare
 from .nodes import ANY, BOOL, DOUBLE, LONG, STRING
+from .scope import let
 from .values import const_val, lookup, typed_val
 
 #: CorrelationRuleFilter field -> message column.
@@ -37,8 +36,9 @@ def _kind(value: object) -> str:
     return STRING
 
 
-def compile_correlation(rule_filter, ctx: Context) -> Tuple[object, object]:
-    """``(matched, error)`` for a CorrelationRuleFilter; matched is never NULL, error always is."""
+def compile_correlation(rule_filter, ctx: Context):
+    """The Column ``struct<matched, error>`` of a CorrelationRuleFilter; matched is never NULL,
+    error always is. Each property is looked up once per row (one ``let``)."""
     from pyspark.sql import functions as F
 
     tests = []
@@ -46,13 +46,17 @@ def compile_correlation(rule_filter, ctx: Context) -> Tuple[object, object]:
         wanted = getattr(rule_filter, field)
         if wanted is not None:
             tests.append(F.coalesce(F.col(column) == F.lit(wanted), F.lit(False)))
-    if rule_filter.properties:
-        for name, wanted in rule_filter.properties.items():
-            typed, _ = lookup(ctx.bag, F.lit(name))
-            test = compare("=", typed_val(typed, ANY), const_val(wanted, _kind(wanted)))
+    wanted = dict(rule_filter.properties or {})
+    lookups = {f"p{i}": lookup(ctx.bag, F.lit(name))[0] for i, name in enumerate(wanted)}
+
+    def match(row):
+        matched = F.lit(True)
+        for test in tests:
+            matched = matched & test
+        for i, expected in enumerate(wanted.values()):
+            test = compare("=", typed_val(row[f"p{i}"], ANY), const_val(expected, _kind(expected)))
             fits = test.value if test.error is None else test.value & test.error.isNull()
-            tests.append(F.coalesce(fits, F.lit(False)))
-    matched = F.lit(True)
-    for test in tests:
-        matched = matched & test
-    return matched, F.lit(None).cast("string")
+            matched = matched & F.coalesce(fits, F.lit(False))
+        return F.struct(matched.alias("matched"), F.lit(None).cast("string").alias("error"))
+
+    return let(lookups, match)
