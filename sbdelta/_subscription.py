@@ -21,7 +21,8 @@ from typing import Any, Dict, Optional, Sequence
 
 from ._clock import utc
 from ._properties import RuleProperties
-from ._store import sql_literal
+from .rules import FILTER_EXCEPTION_REASON
+from ._store import COPY_SHIFT, sql_literal
 
 RULE_HISTORY = "rule_history"
 
@@ -65,51 +66,144 @@ class Admission:
                  dead_letter_errors: bool) -> None:
         self.windows = list(windows)
         self.ttl_cap = ttl_cap
+        self.dead_letter_errors = dead_letter_errors
+        # TOPIC-5: each rule with an action gives its own copy, numbered by the rule's name
+        # (1, 2, ... in name order): copy c of the topic message at position p has sequence
+        # number p | c << COPY_SHIFT. Copy 0 is the one copy of the rules without actions.
+        self.copy_numbers = {name: i + 1 for i, name in enumerate(sorted(
+            {w.rule.name for w in self.windows if w.rule.action is not None}))}
         self.dead_letters = dead_letter_errors and any(
-            _may_fail(w.rule) for w in self.windows)
+            _may_fail(w.rule) or w.rule.action is not None for w in self.windows)
 
     def __call__(self, rows):
         from pyspark.sql import functions as F
 
-        from .rules import FILTER_EXCEPTION_REASON, let, with_properties
+        from .rules import with_properties
 
-        enqueued = F.col("enqueued_time")
-        windows = [(w, _covers(enqueued, w)) for w in self.windows]
-
-        def evaluate(rules):
-            # Every window's filter is one struct, all bound in one let (rules.let): each is
-            # read twice below and evaluated once.
-            filters = {f"w{i}": rules.filter_struct(w.rule.filter) for i, (w, _) in
-                       enumerate(windows)}
-
-            def admit(row):
-                matched, errors = F.lit(False), []
-                for i, (window, covers) in enumerate(windows):
-                    result = row[f"w{i}"]
-                    matched = matched | F.coalesce(covers & result["matched"], F.lit(False))
-                    if _may_fail(window.rule):
-                        errors.append(F.when(covers, result["error"]))
-                error = (F.lit(None).cast("string") if not errors
-                         else errors[0] if len(errors) == 1 else F.coalesce(*errors))
-                return F.struct(matched.alias("matched"), F.when(~matched, error).alias("error"))
-
-            return let(filters, admit)
-
-        # One struct per row: the property bag is parsed once for every rule (with_properties),
-        # and the filter below reads one field of it.
-        rows = rows.withColumn("_admit", with_properties(evaluate))
-        if self.dead_letters:
-            rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
-                    .withColumn("dead_letter_reason",
-                                F.when(F.col("_admit.error").isNotNull(),
-                                       F.lit(FILTER_EXCEPTION_REASON)))
-                    .withColumn("dead_letter_error_description", F.col("_admit.error")))
+        if self.copy_numbers:
+            rows = self._copies(rows, with_properties)
         else:
-            rows = rows.where(F.col("_admit.matched"))
-        rows = rows.drop("_admit")
+            rows = rows.withColumn("_admit", with_properties(self._evaluate))
+            if self.dead_letters:
+                rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
+                        .withColumn("dead_letter_reason",
+                                    F.when(F.col("_admit.error").isNotNull(),
+                                           F.lit(FILTER_EXCEPTION_REASON)))
+                        .withColumn("dead_letter_error_description", F.col("_admit.error")))
+            else:
+                rows = rows.where(F.col("_admit.matched"))
+            rows = rows.drop("_admit")
         if self.ttl_cap is not None:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
+
+    def _windows(self):
+        from pyspark.sql import functions as F
+
+        return [(w, _covers(F.col("enqueued_time"), w)) for w in self.windows]
+
+    def _matches(self, rules, then):
+        """``then(row, windows)``: every window's filter is one struct, all bound in one let
+        (each is read twice, evaluated once); ``row["w<i>"]`` is window i's result."""
+        from .rules import let
+
+        windows = self._windows()
+        filters = {f"w{i}": rules.filter_struct(w.rule.filter)
+                   for i, (w, _) in enumerate(windows)}
+        return let(filters, lambda row: then(row, windows))
+
+    @staticmethod
+    def _any_match(row, windows, which=lambda w: True):
+        from pyspark.sql import functions as F
+
+        matched = F.lit(False)
+        for i, (window, covers) in enumerate(windows):
+            if which(window):
+                matched = matched | F.coalesce(covers & row[f"w{i}"]["matched"], F.lit(False))
+        return matched
+
+    @staticmethod
+    def _filter_error(row, windows):
+        from pyspark.sql import functions as F
+
+        errors = [F.when(covers, row[f"w{i}"]["error"])
+                  for i, (window, covers) in enumerate(windows) if _may_fail(window.rule)]
+        return (F.lit(None).cast("string") if not errors
+                else errors[0] if len(errors) == 1 else F.coalesce(*errors))
+
+    def _evaluate(self, rules):
+        """Without actions: struct<matched, error> per message (error: no rule matched and
+        some filter failed to evaluate)."""
+        from pyspark.sql import functions as F
+
+        def admit(row, windows):
+            matched = self._any_match(row, windows)
+            return F.struct(matched.alias("matched"),
+                            F.when(~matched, self._filter_error(row, windows)).alias("error"))
+
+        return self._matches(rules, admit)
+
+    def _copies(self, rows, with_properties):
+        """With actions (TOPIC-5): one row per copy. Copy 0 when a rule without an action
+        matches; one copy per matching rule with an action, its properties changed by the
+        action and the property ``RuleName`` set to the rule's name; where no rule matches
+        and a filter failed, copy 0 for the dead-letter queue. An action that fails to
+        evaluate dead-letters its copy (reason RuleActionException) when the subscription
+        dead-letters evaluation errors, else drops it."""
+        from pyspark.sql import functions as F
+
+        from .rules import ACTION_EXCEPTION_REASON, action_naming_rule, let
+
+        original = F.col("application_properties")
+        no_text = F.lit(None).cast("string")
+
+        def copy(number, props, reason, description):
+            return F.struct(F.lit(number).cast("bigint").alias("copy"), props.alias("props"),
+                            reason.alias("reason"), description.alias("description"))
+
+        def evaluate(rules):
+            def admit(row, windows):
+                copies = [F.when(self._any_match(row, windows, lambda w: w.rule.action is None),
+                                 copy(0, original, no_text, no_text))]
+                for i, (window, covers) in enumerate(windows):
+                    if window.rule.action is None:
+                        continue
+                    hit = F.coalesce(covers & row[f"w{i}"]["matched"], F.lit(False))
+                    action = rules.action_struct(action_naming_rule(window.rule))
+
+                    def made(bound, number=self.copy_numbers[window.rule.name]):
+                        result = bound["a"]
+                        failed = result["error"].isNotNull()
+                        if self.dead_letter_errors:
+                            return copy(number, F.when(failed, original)
+                                        .otherwise(result["application_properties"]),
+                                        F.when(failed, F.lit(ACTION_EXCEPTION_REASON)),
+                                        result["error"])
+                        return F.when(~failed, copy(number, result["application_properties"],
+                                                    no_text, no_text))
+
+                    # Evaluated only for the messages the rule matched.
+                    copies.append(F.when(hit, let({"a": action}, made)))
+                if self.dead_letter_errors:
+                    error = self._filter_error(row, windows)
+                    copies.append(F.when(~self._any_match(row, windows) & error.isNotNull(),
+                                         copy(0, original, F.lit(FILTER_EXCEPTION_REASON),
+                                              error)))
+                return F.filter(F.array(*copies), lambda c: c.isNotNull())
+
+            return self._matches(rules, admit)
+
+        old_size = F.coalesce(F.octet_length(original), F.lit(0))
+        rows = (rows.withColumn("_copy", F.explode(with_properties(evaluate)))
+                .withColumn("seq", F.col("seq").bitwiseOR(
+                    F.shiftleft(F.col("_copy.copy"), COPY_SHIFT)))
+                .withColumn("size", (F.col("size") - old_size + F.coalesce(
+                    F.octet_length("_copy.props"), F.lit(0))).cast("int"))
+                .withColumn("application_properties", F.col("_copy.props")))
+        if self.dead_letters:
+            rows = (rows.withColumn("dead_letter_reason", F.col("_copy.reason"))
+                    .withColumn("dead_letter_error_description", F.col("_copy.description")))
+        return rows.drop("_copy")
 
 
 def _covers(enqueued, window: RuleWindow):

@@ -9,7 +9,8 @@ verb on to the module that owns it.
 from .codec import inbox_rows
 from .delta import checkpoint, latest_version, optimize, retry, sql_literal, vacuum
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
-from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, INBOX_COLUMNS, INBOX_NAMES,
+from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
+                     INBOX_NAMES,
                      MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, PID_SHIFT, PING,
                      PING_CONTENT_TYPE, SCHEDULED, msg_key, partition_of, sequence_number)
 from .locks import DLQ_POLICY, Policy, seq_of_token
@@ -21,7 +22,7 @@ __all__ = [
     # tables and rows
     "MessageStore", "Counts", "INBOX_COLUMNS", "INBOX_NAMES", "MAX_ROWS_PER_PARTITION_PER_COMMIT",
     "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
-    "PING_CONTENT_TYPE", "PID_SHIFT", "msg_key", "partition_of", "sequence_number",
+    "PING_CONTENT_TYPE", "PID_SHIFT", "COPY_SHIFT", "msg_key", "partition_of", "sequence_number",
     "OPERATION_BOUND", "ddl", "inbox_rows", "sql_literal",
     # locks and settlement
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement",

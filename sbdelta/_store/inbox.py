@@ -45,7 +45,9 @@ def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, 
             .load(store.inbox_path)
             .where(f"_change_type = 'insert' AND pid IN ({pid_list(pids)})")
             .withColumn("seq", F.expr(seq_sql()))
-            .where(f"seq > {frontier_case}"))
+            .where(f"seq > {frontier_case}")
+            # The inbox position: a subscription's copies of one message share it (TOPIC-5).
+            .withColumn("pos", F.col("seq")))
     # A subscription sees its topic's inbox through its rules (MessageStore.admit).
     return rows if store.admit is None else store.admit(rows)
 

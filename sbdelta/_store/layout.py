@@ -25,6 +25,11 @@ from datetime import timedelta
 from .schema import PORTABLE_PROPERTIES
 
 PID_SHIFT = 48
+PID_MASK = 0xF  # partitions 0..15
+#: TOPIC-5: copy c (>= 1) of a topic message that a subscription rule with an action made has
+#: the topic message's sequence number (its *position*) with c in the bits from COPY_SHIFT on.
+COPY_SHIFT = 52
+POS_MASK = (1 << COPY_SHIFT) - 1
 VERSION_SHIFT = 20
 IDX_MASK = (1 << VERSION_SHIFT) - 1
 MAX_VERSION = (1 << (PID_SHIFT - VERSION_SHIFT)) - 1
@@ -139,7 +144,12 @@ def seq_sql(pid: str = "pid", version: str = "_commit_version", idx: str = "idx"
 
 
 def partition_of(seq: int) -> int:
-    return seq >> PID_SHIFT
+    return (seq >> PID_SHIFT) & PID_MASK
+
+
+def position_of(seq: int) -> int:
+    """The inbox position a (copy's) sequence number comes from."""
+    return seq & POS_MASK
 
 
 def pid_list(pids) -> str:

@@ -8,8 +8,9 @@ from typing import Dict, Sequence
 
 from .delta import sql_literal
 from .inbox import inbox_range, scan_inbox
-from .layout import (ACTIVE, CANCELLED, COMPLETED, DEADLETTERING, DEFERRED, FRONTIER, MSG,
-                     PID_SHIFT, SCHEDULED, key_sql, msg_key, partition_of, start_version)
+from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
+                     FRONTIER, MSG, PID_SHIFT, SCHEDULED, key_sql, msg_key, partition_of, position_of,
+                     start_version)
 
 
 @dataclass
@@ -25,11 +26,23 @@ def peek(store, n: int, from_seq: int, now: datetime):
     """Up to ``n`` messages of ONE partition with sequence number >= ``from_seq``.
 
     Returns (rows, partition) where rows are Spark Rows sorted by sequence number, without
-    changing anything. The partition is the one ``from_seq`` belongs to.
+    changing anything. The partition is the one ``from_seq`` belongs to. A subscription's
+    action copies (TOPIC-5) sort after the partition's other messages, copy 1 first: once a
+    layer is exhausted the next one is read.
     """
+    p = partition_of(from_seq) if store.partitions > 1 else 0
+    layers = len(getattr(store.admit, "copy_numbers", None) or ())
+    while True:
+        rows = _peek_layer(store, n, from_seq, p)
+        layer = from_seq >> COPY_SHIFT
+        if rows or layer >= layers:
+            return rows, p
+        from_seq = ((layer + 1) << COPY_SHIFT) | (p << PID_SHIFT)
+
+
+def _peek_layer(store, n: int, from_seq: int, p: int):
     from pyspark.sql import functions as F
 
-    p = partition_of(from_seq) if store.partitions > 1 else 0
     m = store.messages().where(f"pid = {p}")
     # One read for both the registered messages and the partition's frontier row (sorted
     # first), instead of two queries of the same snapshot.
@@ -42,18 +55,22 @@ def peek(store, n: int, from_seq: int, now: datetime):
     if store.inbox_path:
         f = frontier[0].seq if frontier else -1
         latest = store.latest_version(store.inbox_path)
-        # Past the frontier, and at or after from_seq (in this partition's range).
-        start = f if from_seq <= (p << PID_SHIFT) else max(f, from_seq - 1)
-        df, _, counts = scan_inbox(store, {p: start}, n, latest)
+        # Past the frontier, and at or after from_seq (in this partition's range). Copies
+        # follow every position: for a copy layer, read them all.
+        copies = position_of(from_seq) != from_seq
+        start = f if from_seq <= (p << PID_SHIFT) or copies else max(f, from_seq - 1)
+        df, _, counts = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest)
         if df is not None and counts:
-            new = (df.withColumn("k", F.expr(key_sql("seq")))
+            if "dead_letter_reason" in df.columns:  # bound for the dead-letter queue
+                df = df.where("dead_letter_reason IS NULL")
+            new = (df.where(f"seq >= {from_seq}").withColumn("k", F.expr(key_sql("seq")))
                    .withColumn("visible_at",
                                F.coalesce("scheduled_enqueue_time", "enqueued_time"))
                    .where(f"kind = '{MSG}'")
                    .orderBy("seq").limit(n).collect())
             rows += new
     rows.sort(key=lambda r: r.seq)
-    return rows[:n], p
+    return rows[:n]
 
 
 def rows_by_seq(store, seqs: Sequence[int], where: str = "TRUE"):
@@ -96,9 +113,11 @@ def counts(store, now: datetime) -> Counts:
             # Rows cancelled or swept before registration carry a CANCELLED tombstone under
             # their key: they will never be delivered, so they are not counted.
             tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select("pid", "k")
-            inbox = (inbox_range(store, lagging, frontiers, lo, latest)
-                     .where(f"kind = '{MSG}'")
-                     .withColumn("k", F.expr(key_sql("seq")))
+            inbox = inbox_range(store, lagging, frontiers, lo, latest)
+            if "dead_letter_reason" in inbox.columns:  # bound for the dead-letter queue
+                inbox = inbox.where("dead_letter_reason IS NULL")
+            inbox = (inbox.where(f"kind = '{MSG}'")
+                     .withColumn("k", F.expr(key_sql("pos")))  # every copy's position
                      .join(tombstones, ["pid", "k"], "left_anti"))
             agg = inbox.agg(
                 F.sum(F.expr(f"CASE WHEN coalesce(scheduled_enqueue_time, enqueued_time) "

@@ -23,7 +23,7 @@ from .apply import SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops, 
 from .delta import merge, retry, sql_literal
 from .expiry import expiry_ops
 from .inbox import scan_inbox
-from .layout import (CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
+from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
                      SCHEDULED, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid,
                      frontier_at, key_sql, pid_list, start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
@@ -178,18 +178,18 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
     from pyspark.sql import functions as F
 
     now_sql = sql_literal(now)
-    takes = case_by_pid({p: take_new.get(p, 0) for p in chosen})
-    rows = (new_rows.where(f"pid IN ({pid_list(chosen)})")
-            .withColumn("_rn", F.row_number().over(Window.partitionBy("pid").orderBy("seq")))
-            .where(f"_rn <= {takes}").drop("_rn", "_change_type", "_commit_timestamp",
-                                            "_commit_version", "idx")
+    rows = (_taken(new_rows.where(f"pid IN ({pid_list(chosen)})"), chosen, take_new)
+            .drop("_change_type", "_commit_timestamp", "_commit_version", "idx")
             .withColumn("k", F.expr(key_sql("seq")))
+            .withColumn("_tk", F.expr(key_sql("pos")))
             .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time")))
-    # Cancelled (or swept) before registration: a tombstone waits under the same key.
+    # Cancelled (or swept) before registration: a tombstone waits under the key of the
+    # message's position (every copy a subscription makes of it is cancelled).
     if tombstones:
         tomb = m.where(f"pid IN ({pid_list(tombstones)}) AND kind = '{MSG}' "
-                       f"AND state = '{CANCELLED}'").select("pid", "k", F.col("rev").alias("_trev"))
-        rows = rows.join(tomb, ["pid", "k"], "left")
+                       f"AND state = '{CANCELLED}'").select(
+            "pid", F.col("k").alias("_tk"), F.col("rev").alias("_trev"))
+        rows = rows.join(tomb, ["pid", "_tk"], "left")
     else:
         rows = rows.withColumn("_trev", F.lit(None).cast("bigint"))
     dup = F.lit(False)
@@ -199,15 +199,17 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
         hist = m.where(f"kind = '{DEDUP}'").select(
             "pid", "message_id", F.col("dedup_until").alias("_dedup_until"),
             F.col("rev").alias("_drev"))
-        first = Window.partitionBy("pid", "message_id").orderBy("seq")
+        same_id = Window.partitionBy("pid", "message_id")
         rows = (rows.join(hist, ["pid", "message_id"], "left")
-                .withColumn("_first", F.row_number().over(first) == 1))
+                # The first occurrence of an id: the lowest position (all its copies).
+                .withColumn("_first", F.col("pos") == F.min("pos").over(same_id))
+                .withColumn("_one", F.row_number().over(same_id.orderBy("seq")) == 1))
         dup = (F.col("message_id").isNotNull() & (
             ~F.col("_first") | (F.col("_dedup_until").isNotNull()
                                 & (F.col("enqueued_time") < F.col("_dedup_until")))))
         rows = rows.withColumn("_dup", dup)
-        # New history entries for the first occurrence of each id.
-        fresh = rows.where("message_id IS NOT NULL AND NOT _dup AND _trev IS NULL")
+        # New history entries, one per id first seen.
+        fresh = rows.where("message_id IS NOT NULL AND NOT _dup AND _trev IS NULL AND _one")
         dedup_rows = (fresh.select(
             "pid", F.concat(F.lit("d:"), F.col("message_id")).alias("k"),
             F.lit(DEDUP).alias("kind"), F.coalesce("_drev", F.lit(0)).alias("rev"),
@@ -231,12 +233,14 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
             .withColumn("_live", ~F.col("_dup") & ~F.col("_cancelled")
                         & (F.col("kind") == MSG)))
     parts = []
-    if tombstones:  # tombstones of cancelled messages are consumed
+    if tombstones:  # tombstones of cancelled messages are consumed (once, whatever copies)
         parts.append(to_source(
-            rows.where("_cancelled").select("pid", "k", F.lit(MSG).alias("kind"),
+            rows.where("_cancelled").select("pid", F.col("_tk").alias("k"),
+                                            F.lit(MSG).alias("kind"),
                                             F.col("_trev").alias("_rev"),
-                                            F.lit("delete").alias("_op"))))
-    handed = F.col("_live") & ~F.col("_failed") & F.col("_visible") & ~F.col("_expired")
+                                            F.lit("delete").alias("_op")).dropDuplicates(["pid", "k"])))
+    ready = F.col("_live") & ~F.col("_failed") & F.col("_visible") & ~F.col("_expired")
+    handed = ready & F.col("_hand")
     base = rows.withColumn("rev", F.lit(0).cast("bigint"))
     # Handed out now.
     if delete:
@@ -245,6 +249,11 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
         locked = grant(base.where(handed), prefix, lock_until, first=True).withColumn(
             "_op", F.lit("insert"))
         parts.append(to_source(locked, out=True))
+    # Copies past the batch of a message whose first copies were handed out: registered
+    # free, as active messages (a position is registered whole, TOPIC-5).
+    waiting = (base.where(ready & ~F.col("_hand")).withColumn("state", F.lit(ACTIVE))
+               .withColumn("delivery_count", F.lit(0)).withColumn("_op", F.lit("insert")))
+    parts.append(to_source(waiting))
     # Scheduled for later: registered, invisible until its time.
     later = (base.where(F.col("_live") & ~F.col("_failed") & ~F.col("_visible"))
              .withColumn("state", F.lit(SCHEDULED)).withColumn("delivery_count", F.lit(0))
@@ -269,11 +278,26 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
     return parts + dedup_parts
 
 
+def _taken(new_rows, pids, take_new):
+    """The new rows a receive registers: per partition, the first ``take_new[p]`` in order of
+    position and copy (``_hand``: handed out), and the other copies of the last position
+    taken, so that a position is never registered in part (its frontier passes all its
+    copies at once)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    takes = case_by_pid({p: take_new.get(p, 0) for p in pids})
+    order = Window.partitionBy("pid").orderBy("pos", "seq")
+    return (new_rows.withColumn("_hand", F.row_number().over(order) <= F.expr(takes))
+            .withColumn("_last", F.max(F.when(F.col("_hand"), F.col("pos")))
+                        .over(Window.partitionBy("pid")))
+            .where("pos <= _last").drop("_last"))
+
+
 def _frontier_rows(store, frontier_rows, revs, new_rows, take_new):
     """Frontier rows: literal where a partition took all it read, else the last row taken
     (from the inbox rows read). ``_rev`` comes from the same read as the frontiers the plan
     started from, so a concurrent registration trips the guard."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     fixed = {p: v for p, v in frontier_rows if v is not None}
@@ -285,13 +309,11 @@ def _frontier_rows(store, frontier_rows, revs, new_rows, take_new):
                            for p, v in fixed.items())
         parts.append(store.spark.sql(f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev)"))
     if partial:
-        takes = case_by_pid({p: take_new[p] for p in partial})
         known = {p: revs[p] for p in partial if p in revs}
         revs_sql = case_by_pid(known, default="NULL") if known else "NULL"
         parts.append(
-            new_rows.where(f"pid IN ({pid_list(partial)})")
-            .withColumn("_rn", F.row_number().over(Window.partitionBy("pid").orderBy("seq")))
-            .where(f"_rn <= {takes}").groupBy("pid").agg(F.max("seq").alias("seq"))
+            _taken(new_rows.where(f"pid IN ({pid_list(partial)})"), partial, take_new)
+            .groupBy("pid").agg(F.max("pos").alias("seq"))
             .withColumn("_rev", F.expr(f"CAST({revs_sql} AS BIGINT)")))
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     return to_source(rows.select(

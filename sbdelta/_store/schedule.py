@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 from .apply import apply_rows
 from .delta import GuardTripped, guard_error, retry, sql_literal
 from .inbox import inbox_range
-from .layout import (CANCELLED, MAX_VERSION, MSG, VERSION_SHIFT, msg_key,
+from .layout import (CANCELLED, MAX_VERSION, MSG, POS_MASK, SCHEDULED, VERSION_SHIFT, msg_key,
                      partition_of)
 
 
@@ -71,6 +71,18 @@ def _not_scheduled(what: str, seqs) -> Exception:
                        "delivered, or an ordinary message). Nothing was cancelled")
 
 
+def _registered_copies(store, seqs: Sequence[int]):
+    """Cancel rows for the action copies (TOPIC-5) of ``seqs`` a subscription registered
+    already; copies not registered yet are cancelled by the tombstone of their position."""
+    if not getattr(store.admit, "copy_numbers", None):
+        return []
+    found = (store.messages().where(
+        f"kind = '{MSG}' AND state = '{SCHEDULED}' AND (seq & {POS_MASK}) IN "
+        f"({', '.join(map(str, seqs))}) AND seq <> (seq & {POS_MASK})").select("seq").collect())
+    return [{"pid": partition_of(r.seq), "k": msg_key(r.seq), "kind": MSG, "seq": r.seq,
+             "rev": 0, "state": CANCELLED, "_op": "cancel_all"} for r in found]
+
+
 def cancel_topic_scheduled(topic, subscriptions: Iterable, seqs: Sequence[int], now: datetime,
                            *, what: str) -> None:
     """TOPIC-6: cancel scheduled messages of the ``topic`` store in every subscription store."""
@@ -93,7 +105,8 @@ def cancel_topic_scheduled(topic, subscriptions: Iterable, seqs: Sequence[int], 
              "state": CANCELLED, "_op": "cancel_all"} for s in seqs]
     pids = {r["pid"] for r in rows}
     for store in subscriptions:
-        retry(lambda: apply_rows(store, rows, pids, now), what=what)
+        retry(lambda: apply_rows(store, rows + _registered_copies(store, seqs), pids, now),
+              what=what)
     topic_rows = [{**r, "_op": "cancel", "_guard": "NOT_SCHEDULED"} for r in rows]
 
     def record():

@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 
 from .apply import apply_df, apply_rows, max_delivery_description, to_source
 from .delta import GuardTripped, guard_error, retry, sql_literal
-from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, PID_SHIFT,
-                     key_sql, msg_key, partition_of)
+from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, PID_MASK,
+                     PID_SHIFT, key_sql, msg_key, partition_of)
 from .locks import lock_held_sql, seq_of_token_sql
 
 
@@ -117,7 +117,7 @@ def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: 
     seq = F.expr(seq_of_token_sql("_token"))
     src = (tokens.dropDuplicates(["_token"])
            .withColumn("seq", seq)
-           .withColumn("pid", F.expr(f"CAST(shiftright(seq, {PID_SHIFT}) AS INT)")
+           .withColumn("pid", F.expr(f"CAST(shiftright(seq, {PID_SHIFT}) & {PID_MASK} AS INT)")
                        if store.partitions > 1 else F.lit(0))
            .withColumn("k", F.expr(key_sql("seq")))
            .withColumn("_guard", F.lit("LOCK_LOST")))

@@ -60,6 +60,37 @@ def _plan(getter, desired) -> Tuple[str, Optional[object]]:
     return ("unchanged" if _same(current, desired) else "update"), current
 
 
+_FORWARD = ("forward_to", "forward_dead_lettered_messages_to")
+
+
+def _check_forward_targets(admin, config) -> None:
+    """Every forwarding target is a queue or topic of the config or of the namespace
+    (FWD-1), checked before the first write."""
+    from .._names import entity_key
+    from ..exceptions import MessagingEntityNotFoundError
+
+    sources = [(f"queue '{q.name}'", q) for q in config.queues] + [
+        (f"subscription '{t.properties.name}/{s.properties.name}'", s.properties)
+        for t in config.topics for s in t.subscriptions]
+    if not any(_forwards(props) for _, props in sources):
+        return
+    known = {entity_key(q.name) for q in config.queues} | {
+        entity_key(t.properties.name) for t in config.topics}
+    known |= {entity_key(q.name) for q in admin.list_queues()}
+    known |= {entity_key(t.name) for t in admin.list_topics()}
+    for label, props in sources:
+        for key in _FORWARD:
+            target = getattr(props, key, None)
+            if target and entity_key(target) not in known:
+                raise MessagingEntityNotFoundError(
+                    f"{key} of {label}: no queue or topic named {target!r} is in the config "
+                    f"or in namespace {admin.namespace} (FWD-1); nothing was written")
+
+
+def _forwards(props) -> bool:
+    return any(getattr(props, key, None) for key in _FORWARD)
+
+
 def _kwargs(props, *identity: str) -> dict:
     data = {f.name: getattr(props, f.name) for f in dataclasses.fields(props)}
     for key in (*identity, *_VOLATILE):
@@ -78,12 +109,19 @@ def apply_config(admin, config, *, namespace_name: Optional[str] = None) -> Appl
     if not isinstance(config, NamespaceConfig):
         config = load_config(config, namespace=namespace_name)
 
+    _check_forward_targets(admin, config)
     steps = []  # (kind, name, action, callable)
+    # Forwarding targets must exist when set (FWD-1): queues and subscriptions are created
+    # without them, and get them once every entity of the config exists.
+    forwarding = []
     for q in config.queues:
         action, _ = _plan(lambda q=q: admin.get_queue(q.name), q)
+        if action == "create" and _forwards(q):
+            forwarding.append(lambda q=q: admin.update_queue(q))
         steps.append(("queue", q.name, action, {
-            "create": lambda q=q: admin.create_queue(q.name, **_kwargs(q, "name")),
-            "update": lambda q=q: admin.update_queue(q)}.get(action)))
+            "create": lambda q=q: admin.create_queue(q.name, **_kwargs(q, "name", *_FORWARD)),
+            "update": lambda q=q: forwarding.append(lambda: admin.update_queue(q))
+            if _forwards(q) else admin.update_queue(q)}.get(action)))
     for t in config.topics:
         tp = t.properties
         t_action, _ = _plan(lambda tp=tp: admin.get_topic(tp.name), tp)
@@ -98,15 +136,22 @@ def apply_config(admin, config, *, namespace_name: Optional[str] = None) -> Appl
             # A new subscription is created with its first declared rule in the same commit
             # (TOPIC-2: no moment in which the implicit $Default admits everything).
             first = s.rules[0] if s.rules and s_action == "create" else None
+            if s_action == "create" and _forwards(sp):
+                forwarding.append(lambda tp=tp, sp=sp: admin.update_subscription(tp.name, sp))
             steps.append(("subscription", label, s_action, {
                 "create": lambda tp=tp, sp=sp, first=first: admin.create_subscription(
-                    tp.name, sp.name, default_rule=first, **_kwargs(sp, "name", "topic_name")),
-                "update": lambda tp=tp, sp=sp: admin.update_subscription(tp.name, sp)
+                    tp.name, sp.name, default_rule=first,
+                    **_kwargs(sp, "name", "topic_name", *_FORWARD)),
+                "update": lambda tp=tp, sp=sp: forwarding.append(
+                    lambda: admin.update_subscription(tp.name, sp))
+                if _forwards(sp) else admin.update_subscription(tp.name, sp)
             }.get(s_action)))
             steps += _rule_steps(admin, tp.name, sp.name, s.rules, new=s_action == "create")
     for kind, name, action, run in steps:
         if run is not None:
             run()
+    for run in forwarding:
+        run()
     report = ApplyReport(admin.namespace)
     for kind, name, action, _ in steps:
         report.add(kind, name, {"create": "created", "update": "updated"}.get(action, action))

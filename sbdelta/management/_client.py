@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -17,6 +16,7 @@ from .._store import MessageStore
 from .._entity import PARTITION_COUNT, EntityResolver
 from .._subscription import RULE_HISTORY, RuleWindow
 from ..rules import validate_rule
+from ._forwarding import FORWARD_PROPERTIES, check_forwarding
 from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
                           MessagingEntityNotFoundError)
 from .._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
@@ -93,15 +93,9 @@ class QueueRuntimeProperties:
 
 
 def _check_rule(rule: RuleProperties) -> None:
-    """Parse the rule's SQL (RuleSyntaxError with the position, before anything is written);
-    warn that an action is kept but not applied yet."""
+    """Parse the rule's SQL filter and action: RuleSyntaxError with the position, before
+    anything is written."""
     validate_rule(rule)
-    if rule.action is not None:
-        warnings.warn(
-            f"rule '{rule.name}' of subscription '{rule.topic_name}/{rule.subscription_name}': "
-            "its action is stored but sbdelta does not apply rule actions yet (TOPIC-5); "
-            "messages reach the subscription with their properties unchanged",
-            UserWarning, stacklevel=3)
 
 
 def _build(cls, args: tuple, kwargs: Dict[str, Any]):
@@ -161,6 +155,7 @@ class ServiceBusAdministrationClient:
         """
         ref = EntityRef.queue(queue_name)
         props = _build(QueueProperties, (queue_name,), kwargs)
+        self._check_forwarding(ref, props)
         created = self._create(ref, props, f"queues/{storage_key(props.name)}")
         # Create the message tables now, so that the first senders and receivers (often
         # several processes at once) find them; they would create them if this step died.
@@ -279,6 +274,7 @@ class ServiceBusAdministrationClient:
             _check_rule(rule)
         topic_ref = EntityRef.topic_of(topic_name)
         topic = self._row(topic_ref)
+        self._check_forwarding(ref, props)
         location = f"{topic.location}/subscriptions/{storage_key(props.name)}"
         return self._create(ref, props, location,
                             extra=[(EntityRef.rule(topic_name, subscription_name, rule.name),
@@ -459,6 +455,11 @@ class ServiceBusAdministrationClient:
             raise MessagingEntityNotFoundError(
                 f"{ref.label} does not exist in namespace {self._ns.root}") from None
 
+    def _check_forwarding(self, ref: EntityRef, props) -> None:
+        """FWD-1/FWD-3, before anything is written (one registry read, only when forwarding)."""
+        if any(getattr(props, p, None) for p in FORWARD_PROPERTIES):
+            check_forwarding(self._ns.registry.all(), ref, props, self._ns.root)
+
     def _encode(self, ref: EntityRef, props, location: Optional[str], now) -> RegistryRow:
         data = props.to_dict()
         for field in _TIMESTAMPS:
@@ -481,6 +482,9 @@ class ServiceBusAdministrationClient:
         ref = ref_of(entity)
         current = self._get(ref, cls)
         check_update(current, entity)
+        if any(getattr(entity, p, None) != getattr(current, p, None)
+               for p in FORWARD_PROPERTIES):
+            self._check_forwarding(ref, entity)
         data = entity.to_dict()
         for field in _TIMESTAMPS:
             data.pop(field, None)

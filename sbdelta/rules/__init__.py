@@ -42,6 +42,7 @@ __all__ = [
     # evaluate (Spark Columns)
     "filter_column",
     "action_columns",
+    "action_naming_rule",
     "with_properties",
     "let",
     "Rules",
@@ -189,6 +190,17 @@ def with_properties(build: Callable[[Rules], object]):
     bag, error = message_bag()
     bound = F.array(F.struct(bag.alias("bag"), error.alias("error")))
     return F.transform(bound, lambda row: build(Rules(Context(row["bag"], row["error"]))))[0]
+
+
+def action_naming_rule(rule: RuleProperties) -> ActionExpr:
+    """The rule's parsed action followed by ``SET RuleName = '<rule name>'``: TOPIC-5, a copy
+    made by a rule with an action carries the name of that rule."""
+    from .nodes import STRING, Const, Pos, SetStmt
+
+    parsed = parse_action(rule.action.sql_expression, rule.action.parameters)
+    at = Pos(1, 1)
+    return ActionExpr(parsed.sql, parsed.statements + (
+        SetStmt(at, "RuleName", Const(at, rule.name, STRING)),))
 
 
 def filter_column(rule_filter: Union[SqlRuleFilter, CorrelationRuleFilter, FilterExpr]

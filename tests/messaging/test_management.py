@@ -116,10 +116,9 @@ def test_topic_subscription_and_rules(admin):
     assert [r.name for r in rules] == ["$Default"]
     assert isinstance(rules[0].filter, TrueRuleFilter)
 
-    with pytest.warns(UserWarning, match="does not apply rule actions yet"):
-        admin.create_rule("events", "errors", "severity",
-                          filter=SqlRuleFilter("severity = 'error'"),
-                          action=SqlRuleAction("SET routed = true"))
+    admin.create_rule("events", "errors", "severity",
+                      filter=SqlRuleFilter("severity = 'error'"),
+                      action=SqlRuleAction("SET routed = true"))
     admin.create_rule("events", "errors", "invoices",
                       filter=CorrelationRuleFilter(label="invoice", properties={"region": "eu"}))
     rule = admin.get_rule("events", "errors", "severity")
@@ -179,3 +178,45 @@ def test_every_topic_and_subscription_property_round_trips(admin):
         admin.update_subscription("telemetry/eu", fetched, requires_session=False)
     with pytest.raises(ImmutablePropertyError, match="enable_partitioning"):
         admin.update_topic(admin.get_topic("telemetry/eu"), enable_partitioning=False)
+
+
+def test_fwd_1_fwd_3_forwarding_targets_are_checked_when_set(admin):
+    """FWD-1: a forwarding target is an existing queue or topic, not the entity itself;
+    FWD-3: a forward_to that closes a visible cycle is refused. Nothing is written."""
+    from sbdelta.config import NamespaceConfig, SubscriptionConfig, TopicConfig
+
+    admin.create_queue("dest")
+    admin.create_topic("fan")
+    for bad in ({"forward_to": "nowhere"}, {"forward_dead_lettered_messages_to": "nowhere"},
+                {"forward_to": "fan/Subscriptions/any"}):
+        with pytest.raises(MessagingEntityNotFoundError, match="FWD-1"):
+            admin.create_queue("src", **bad)
+    assert sorted(q.name for q in admin.list_queues()) == ["dest"]
+    admin.create_queue("src", forward_to="DEST", forward_dead_lettered_messages_to="fan")
+    # dest -> src would close src -> dest -> src.
+    with pytest.raises(InvalidPropertyError, match="cycle: dest -> src -> dest"):
+        admin.update_queue(admin.get_queue("dest"), forward_to="src")
+    assert admin.get_queue("dest").forward_to is None
+    # Through a topic: a subscription forwarding to its own topic, or a queue that feeds a
+    # topic one of whose subscriptions forwards back to it.
+    with pytest.raises(InvalidPropertyError, match="FWD-3"):
+        admin.create_subscription("fan", "loop", forward_to="fan")
+    admin.create_subscription("fan", "out", forward_to="dest")
+    with pytest.raises(InvalidPropertyError, match="cycle: dest -> fan -> fan/Subscriptions/out"):
+        admin.update_queue(admin.get_queue("dest"), forward_to="fan")
+    with pytest.raises(InvalidPropertyError, match="cycle: fan/Subscriptions/out -> fan -> "
+                                                   "fan/Subscriptions/out"):
+        admin.update_subscription("fan", admin.get_subscription("fan", "out"), forward_to="fan")
+    assert admin.get_subscription("fan", "out").forward_to == "dest"
+    assert [s.name for s in admin.list_subscriptions("fan")] == ["out"]
+    # A config may name a target declared after the source (set once everything exists).
+    admin.apply_config(NamespaceConfig(
+        "ns", queues=(QueueProperties("first", forward_to="second"), QueueProperties("second")),
+        topics=(TopicConfig(TopicProperties("t2"), (SubscriptionConfig(
+            SubscriptionProperties("t2", "s", forward_to="second"), ()),)),)))
+    assert admin.get_subscription("t2", "s").forward_to == "second"
+    assert admin.get_queue("first").forward_to == "second"
+    with pytest.raises(MessagingEntityNotFoundError, match="nothing was written"):
+        admin.apply_config(NamespaceConfig("ns", queues=(
+            QueueProperties("third", forward_to="missing"),), topics=()))
+    assert "third" not in [q.name for q in admin.list_queues()]

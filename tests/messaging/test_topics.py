@@ -16,7 +16,7 @@ from sbdelta.exceptions import (InvalidPropertyError, MessageNotFoundError,
                                 MessagingEntityAlreadyExistsError,
                                 MessagingEntityNotFoundError, RuleSyntaxError)
 from sbdelta.management import (CorrelationRuleFilter, FalseRuleFilter, RuleProperties,
-                                SqlRuleFilter)
+                                SqlRuleAction, SqlRuleFilter)
 
 from ..conftest import START, receive_all
 
@@ -238,6 +238,62 @@ def test_topic_5_filter_evaluation_error_dead_letters_or_drops(client, admin, to
     drop_dlq = client.get_subscription_receiver(t, "drop",
                                                 sub_queue=ServiceBusSubQueue.DEAD_LETTER)
     assert drop_dlq.receive_messages(5) == []
+
+
+def test_topic_5_each_rule_with_an_action_gives_its_own_copy(client, admin, topic, clock):
+    """Rules without actions give one copy together; each matching rule with an action gives
+    its own copy, changed by the action and carrying RuleName; a failing action dead-letters
+    its copy. Copies share the topic message's position (low 52 bits of the sequence number)
+    and are registered whole even when a receive takes only part of them."""
+    t = topic()
+    admin.create_subscription(t, "s", default_rule=RuleProperties(
+        t, "s", "all", filter=SqlRuleFilter("1 = 1")))
+    admin.create_rule(t, "s", "everything", filter=SqlRuleFilter("EXISTS(n)"))  # no action
+    admin.create_rule(t, "s", "tag", filter=SqlRuleFilter("EXISTS(n)"),
+                      action=SqlRuleAction("SET tag = 'x'"))
+    admin.create_rule(t, "s", "double", filter=CorrelationRuleFilter(label="double"),
+                      action=SqlRuleAction("SET n = n * 2; REMOVE colour"))
+    clock.advance(timedelta(seconds=1))
+    client.get_topic_sender(t).send_messages([
+        ServiceBusMessage("m1", application_properties={"n": 1}),
+        ServiceBusMessage("m2", application_properties={"n": 5, "colour": "red"},
+                          subject="double"),
+        ServiceBusMessage("m3", application_properties={"n": "abc"}, subject="double")])
+    expected = sorted([
+        ("m1", {"n": 1}), ("m1", {"n": 1, "tag": "x", "RuleName": "tag"}),
+        ("m2", {"n": 5, "colour": "red"}),
+        ("m2", {"n": 5, "colour": "red", "tag": "x", "RuleName": "tag"}),
+        ("m2", {"n": 10, "RuleName": "double"}),
+        ("m3", {"n": "abc"}), ("m3", {"n": "abc", "tag": "x", "RuleName": "tag"})], key=repr)
+
+    def seen(messages):
+        return sorted(((str(m), dict(m.application_properties)) for m in messages), key=repr)
+
+    receiver = client.get_subscription_receiver(t, "s")
+    peeked = []
+    for _ in range(6):
+        peeked += receiver.peek_messages(10)
+    assert seen(peeked) == expected
+    assert admin.get_subscription_runtime_properties(t, "s").active_message_count == 7
+    first = receiver.receive_messages(1)  # the other copies of its message register too
+    got = first + receive_all(receiver, 6, batch=3)
+    assert seen(got) == expected
+    seqs = [m.sequence_number for m in got]
+    assert len(set(seqs)) == 7
+    positions = {}
+    for m in got:
+        positions.setdefault(str(m), set()).add(m.sequence_number & ((1 << 52) - 1))
+    assert all(len(p) == 1 for p in positions.values()) and len(
+        set.union(*positions.values())) == 3
+    for m in got:
+        receiver.complete_message(m)
+    assert receiver.receive_messages(10) == []
+    dlq = client.get_subscription_receiver(t, "s", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (dead,) = receive_all(dlq, 1)
+    assert str(dead) == "m3" and dead.dead_letter_reason == "RuleActionException"
+    assert dead.application_properties["n"] == "abc" and "RuleName" not in \
+        dead.application_properties  # the original properties, and why it failed
+    assert "cannot combine" in dead.dead_letter_error_description
 
 
 # -- TOPIC-6 and TTL-3 -------------------------------------------------------------------------

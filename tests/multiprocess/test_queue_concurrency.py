@@ -45,6 +45,8 @@ TOPIC = "work-t"
 #: Subscription -> which message numbers its rule admits.
 SUBSCRIPTIONS = {"all": lambda n: True, "even": lambda n: n % 2 == 0,
                  "shared": lambda n: True}
+#: Subscription -> which message numbers an extra rule with an action copies (TOPIC-5).
+COPIES = {"shared": lambda n: n % 3 == 0}
 
 
 def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_message_once(
@@ -55,9 +57,11 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     has a subscription of its own ("all" and "even", a SQL filter). On each queue and
     subscription nothing is lost, nothing completed twice, no message held by two valid locks
     (RECV-3), no sequence number shared by two messages (SEND-3), each subscription got
-    exactly what its rule admits (TOPIC-1/2), and the jobs did remove inbox rows while the
+    exactly what its rule admits (TOPIC-1/2) and, on "shared", a second copy of every third
+    message from a rule with an action (TOPIC-5: copies registered whole, by competing
+    receivers), and the jobs did remove inbox rows while the
     others ran."""
-    from sbdelta.management import RuleProperties, SqlRuleFilter
+    from sbdelta.management import RuleProperties, SqlRuleAction, SqlRuleFilter
 
     ns = str(tmp_path / "ns")
     admin = ServiceBusAdministrationClient(ns, spark=spark)
@@ -70,6 +74,9 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
                 if sub == "even" else None)
         admin.create_subscription(TOPIC, sub, lock_duration=timedelta(minutes=5),
                                   default_rule=rule)
+        if sub in COPIES:
+            admin.create_rule(TOPIC, sub, "copy", filter=SqlRuleFilter("n % 3 = 0"),
+                              action=SqlRuleAction("SET copied = true"))
     subs = {sub: f"{TOPIC}/Subscriptions/{sub}" for sub in SUBSCRIPTIONS}
     queues = ",".join(QUEUES)
     logs = [str(tmp_path / f"{name}.log") for name in ("sender", "r1", "r2")]
@@ -83,7 +90,9 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
                          f"{queues},topic:{TOPIC}", log) for log in jobs]
     expected = {q: [f"{q}-m{n}" for n in range(MESSAGES)] for q in QUEUES}
     expected.update({path: [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES)
-                            if SUBSCRIPTIONS[sub](n)] for sub, path in subs.items()})
+                            if SUBSCRIPTIONS[sub](n)]
+                     + [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES)
+                        if sub in COPIES and COPIES[sub](n)] for sub, path in subs.items()})
     total = sum(len(ids) for ids in expected.values())
     try:
         procs[0].wait(timeout=1200)
