@@ -8,7 +8,7 @@
 # COMMAND ----------
 from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.management import (CorrelationRuleFilter, RuleProperties,
-                                ServiceBusAdministrationClient, SqlRuleFilter)
+                                ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter)
 
 NAMESPACE = "/tmp/sbdelta-topics-notebook"  # on Databricks: "dbfs:/..." or "abfss://..."
 admin = ServiceBusAdministrationClient(NAMESPACE)
@@ -20,6 +20,11 @@ if "orders" not in [t.name for t in admin.list_topics()]:
                                                         {"@min": 100})))
     admin.create_subscription("orders", "refunds", default_rule=RuleProperties(
         "orders", "refunds", "refunds", filter=CorrelationRuleFilter(label="refund")))
+    # A rule with an action: matching messages arrive changed (and carry RuleName); each
+    # matching rule with an action gives its own copy, next to the one of $Default.
+    admin.create_subscription("orders", "tiers")
+    admin.create_rule("orders", "tiers", "gold", filter=SqlRuleFilter("amount > 500"),
+                      action=SqlRuleAction("SET tier = 'gold'; REMOVE region"))
 
 # COMMAND ----------
 client = ServiceBusClient(NAMESPACE)
@@ -42,9 +47,9 @@ show(df) if show else df.show(truncate=False)
 print("completed", receiver.complete_messages(df))
 
 # COMMAND ----------
-for sub in ("big-eu", "refunds"):
+for sub in ("big-eu", "refunds", "tiers"):
     r = client.get_subscription_receiver("orders", sub)
     got = r.receive_messages(max_message_count=100)
-    print(sub, [str(m) for m in got])
+    print(sub, [(str(m), dict(m.application_properties or {})) for m in got])
     r.complete_messages(got)
 print(admin.get_subscription_runtime_properties("orders", "audit"))

@@ -20,11 +20,12 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, Optional, Sequence
 
 from ._clock import utc
-from ._properties import RuleProperties
+from ._properties import FalseRuleFilter, RuleProperties, TrueRuleFilter
 from .rules import FILTER_EXCEPTION_REASON
 from ._store import COPY_SHIFT, sql_literal
 
 RULE_HISTORY = "rule_history"
+_CONSTANT_FILTERS = (TrueRuleFilter, FalseRuleFilter)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,12 @@ class Admission:
             {w.rule.name for w in self.windows if w.rule.action is not None}))}
         self.dead_letters = dead_letter_errors and any(
             _may_fail(w.rule) or w.rule.action is not None for w in self.windows)
+        # Whether admitting rows costs enough to materialise them once per receive: a rule
+        # that reads the message (SQL or correlation filter, an action). True and false
+        # filters only compare the enqueued time.
+        self.evaluates_messages = any(
+            w.rule.action is not None or not isinstance(w.rule.filter, _CONSTANT_FILTERS)
+            for w in self.windows)
 
     def __call__(self, rows):
         from pyspark.sql import functions as F

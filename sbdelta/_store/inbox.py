@@ -70,8 +70,9 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
         df = inbox_range(store, pids, frontiers, lo, hi)
-        if store.admit is not None:
-            # A subscription's rules run once here, not again in each job of the receive.
+        if getattr(store.admit, "evaluates_messages", False):
+            # A subscription's rules that read messages run once here, not again in each job
+            # of the receive (true/false filters only compare a timestamp: no job needed).
             df = df.localCheckpoint(eager=True)
         counts = {r.pid: r.n for r in df.groupBy("pid").count()
                   .withColumnRenamed("count", "n").collect()}

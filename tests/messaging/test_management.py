@@ -46,6 +46,8 @@ NON_DEFAULT_QUEUE = dict(
 
 
 def test_every_queue_property_round_trips_through_the_registry(admin):
+    for target in ("other", "dlq"):  # forwarding targets exist when set (FWD-1)
+        admin.create_queue(target)
     created = admin.create_queue("contoso/x-servicebus-transfer/0", **NON_DEFAULT_QUEUE)
     fetched = admin.get_queue("contoso/x-servicebus-transfer/0")
     assert _without_timestamps(fetched) == _without_timestamps(created)
@@ -158,6 +160,8 @@ def test_unreachable_namespace_is_a_connection_error(spark):
 
 
 def test_every_topic_and_subscription_property_round_trips(admin):
+    for target in ("archive", "dead"):  # forwarding targets exist when set (FWD-1)
+        admin.create_queue(target)
     topic = admin.create_topic(
         "telemetry/eu", default_message_time_to_live="PT2H", auto_delete_on_idle="P1D",
         requires_duplicate_detection=True, duplicate_detection_history_time_window="P7D",
