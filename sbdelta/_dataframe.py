@@ -96,7 +96,7 @@ def _check_schema(df) -> Dict[str, object]:
     return fields
 
 
-def inbox_frame(entity, df, now: datetime):
+def inbox_frame(entity, df, now: datetime, hops: Optional[int] = None):
     """``df`` as inbox rows of ``entity`` (:meth:`sbdelta.ServiceBusSender.send_dataframe`).
 
     No Spark job of its own: the rows are numbered per partition, and every row check
@@ -156,7 +156,7 @@ def inbox_frame(entity, df, now: datetime):
           for name, column in strings.items()],
         ttl_ms.alias("time_to_live_ms"), enqueued.alias("enqueued_time"),
         scheduled.alias("scheduled_enqueue_time"),
-        size.cast("int").alias("size"),
+        size.cast("int").alias("size"), F.lit(hops).cast("int").alias("hops"),
         F.monotonically_increasing_id().alias("_order"))
     rows = rows.withColumn("expires_at", F.expr(
         "CASE WHEN time_to_live_ms IS NULL THEN NULL "

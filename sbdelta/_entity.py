@@ -118,6 +118,7 @@ class EntityResolver:
     def __init__(self, ns: Namespace) -> None:
         self._ns = ns
         self._cache: Dict[str, Tuple[int, Entity]] = {}
+        self._families: Dict[str, Tuple[int, List[Entity]]] = {}
         self._stores: Dict[str, MessageStore] = {}
 
     def _registry_version(self) -> int:
@@ -175,10 +176,33 @@ class EntityResolver:
         return Entity(ref, props, row.updated_at, store)
 
     def subscriptions(self, topic: EntityRef) -> List[Entity]:
-        """Every subscription of ``topic``, with its rules, in ONE registry read."""
+        """Every subscription of ``topic``, with its rules, in ONE registry read (none while
+        the registry has not moved since the last call)."""
+        version = self._registry_version()
+        cached = self._families.get(topic.key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
         rows = self._ns.registry.family([topic.key], below=topic.key)
-        return [self._subscription(EntityRef.subscription(topic.name, row.name), rows)
-                for row in rows if row.kind == "subscription" and row.parent == topic.key]
+        found = [self._subscription(EntityRef.subscription(topic.name, row.name), rows)
+                 for row in rows if row.kind == "subscription" and row.parent == topic.key]
+        self._families[topic.key] = (version, found)
+        return found
+
+    def queue_or_topic(self, path: str) -> Entity:
+        """The queue or topic named ``path`` (a forwarding destination).
+
+        Raises:
+            MessagingEntityNotFoundError: There is neither.
+        """
+        try:
+            return self.resolve(EntityRef.queue(path))
+        except MessagingEntityNotFoundError:
+            pass
+        try:
+            return self.resolve(EntityRef.topic_of(path))
+        except MessagingEntityNotFoundError:
+            raise MessagingEntityNotFoundError(
+                f"no queue or topic named {path!r} exists in namespace {self._ns.root}") from None
 
     def _load_subscription(self, ref: EntityRef, version: int) -> Entity:
         rows = self._ns.registry.family([ref.parent, ref.key], below=ref.key) \

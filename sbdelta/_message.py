@@ -490,7 +490,8 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
 
     @property
     def enqueued_sequence_number(self) -> int:
-        """The same as :attr:`sequence_number` (no auto-forwarding renumbers messages here)."""
+        """The same as :attr:`sequence_number`. A forwarded message is numbered anew by each
+        entity it reaches; the number it had in the source is not kept."""
         return self._sequence_number
 
     @property

@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Unio
 
 from ._clock import from_spark
 from ._entity import Entity
+from ._forwarding import forwards
 from ._handler import Connection, Handler, positive_int, wait_seconds
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
@@ -122,7 +123,17 @@ class ServiceBusReceiver(Handler):
         return message
 
     # -- receive -------------------------------------------------------------------------------
+    def _check_not_forwarding(self, entity: Entity) -> None:
+        """FWD-2: a queue or subscription that forwards cannot be received from."""
+        if self._sub_queue is None and forwards(entity):
+            raise ServiceBusInvalidOperationError(
+                f"{entity.label} forwards its messages to '{entity.properties.forward_to}' "
+                "(forward_to), so it cannot be received from (FWD-2): receive from the "
+                "destination, or clear forward_to with update_"
+                f"{entity.kind}. Its dead-letter queue can be received from")
+
     def _acquire(self, n: int, entity: Entity):
+        self._check_not_forwarding(entity)
         store = self._store(entity)
         return store.acquire(n, policy=self._policy(entity), now=self._now(),
                              delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE)
@@ -188,6 +199,7 @@ class ServiceBusReceiver(Handler):
         if not seqs:
             return []
         entity = self._entity()
+        self._check_not_forwarding(entity)
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
         found = self._store(entity).receive_deferred(
             seqs, policy=self._policy(entity), now=self._now(), delete=delete,

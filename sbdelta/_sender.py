@@ -10,6 +10,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ._clock import utc
 from ._entity import Entity
+from ._forwarding import continues, forward_after_send, route
 from ._handler import Connection, Handler, positive_int
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
@@ -67,12 +68,16 @@ class ServiceBusSender(Handler):
         entity = self._entity()
         if not messages:
             return []
+        way = route(self._conn.entities, entity)  # FWD-2: a forwarding queue's chain end
+        target = way.target
         rows = inbox_rows(messages, now=self._now(), schedule=schedule,
-                          ttl_cap=entity.ttl_cap, limit=entity.max_message_size,
+                          ttl_cap=way.ttl_cap, limit=way.max_message_size,
                           entity=entity.label,
-                          partition=lambda message: self._partition(message, entity))
+                          partition=lambda message: self._partition(message, target),
+                          hops=way.hops or None)
         df = self._conn.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
-        version, _ = self._append(entity, df)
+        version, _ = self._append(target, df)
+        self._forward(target)
         if not need_seqs:
             return []
         return [sequence_number(r[0], version, r[1]) for r in rows]
@@ -97,15 +102,22 @@ class ServiceBusSender(Handler):
         self._raise_if_deleted(entity)
         return appended
 
+    def _forward(self, target: Entity) -> None:
+        """FWD-2: where the messages just written move on (a topic whose subscriptions
+        forward; a queue at the hop limit, whose forwarder dead-letters them), they move
+        before the send returns."""
+        if continues(self._conn.entities, target):
+            forward_after_send(self._conn.entities, target, self._now())
+
     def _raise_if_deleted(self, entity: Entity) -> None:
-        current = self._conn.entities.refresh(self._ref)  # no job unless the registry moved
+        current = self._conn.entities.refresh(entity.ref)  # no job unless the registry moved
         if current is not None and current.store.folder == entity.store.folder:
             return
         # Incarnation folders are never reused, so whatever this send left there is garbage.
         self._conn.ns.remove_tree(entity.store.folder)
         raise MessagingEntityNotFoundError(
-            f"{self._ref.label} was deleted while the send was in flight: nothing holds "
-            f"its messages. Create the {self._ref.kind} again and resend")
+            f"{entity.label} was deleted while the send was in flight: nothing holds "
+            f"its messages. Create the {entity.kind} again and resend")
 
     # -- API -----------------------------------------------------------------------------------
     def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
@@ -144,7 +156,7 @@ class ServiceBusSender(Handler):
             ServiceBusInvalidOperationError: a number is not an integer in [0, 2**63).
         """
         seqs = to_sequence_numbers(sequence_numbers)
-        entity = self._entity()
+        entity = route(self._conn.entities, self._entity()).target  # where they were written
         if not seqs:
             return
         if entity.kind == "topic":  # TOPIC-6: removed from every subscription
@@ -169,5 +181,8 @@ class ServiceBusSender(Handler):
         from ._dataframe import inbox_frame
 
         entity = self._entity()
-        appended = self._append(entity, inbox_frame(entity, df, self._now()))
+        way = route(self._conn.entities, entity)
+        appended = self._append(way.target, inbox_frame(way, df, self._now(), way.hops or None))
+        if appended:
+            self._forward(way.target)
         return appended[1] if appended else 0

@@ -11,8 +11,10 @@ from .delta import checkpoint, latest_version, optimize, retry, sql_literal, vac
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
                      INBOX_NAMES,
-                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, PID_SHIFT, PING,
+                     MAX_HOPS, MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, PID_SHIFT, PING,
                      PING_CONTENT_TYPE, SCHEDULED, msg_key, partition_of, sequence_number)
+from . import forward
+from .forward import Destination
 from .locks import DLQ_POLICY, Policy, seq_of_token
 from .messages import Counts, MessageStore
 from .schema import ddl
@@ -20,7 +22,8 @@ from .settle import Disposition, Locked, Settlement
 
 __all__ = [
     # tables and rows
-    "MessageStore", "Counts", "INBOX_COLUMNS", "INBOX_NAMES", "MAX_ROWS_PER_PARTITION_PER_COMMIT",
+    "MessageStore", "Counts", "Destination", "forward", "INBOX_COLUMNS", "INBOX_NAMES", "MAX_ROWS_PER_PARTITION_PER_COMMIT",
+    "MAX_HOPS",
     "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
     "PING_CONTENT_TYPE", "PID_SHIFT", "COPY_SHIFT", "msg_key", "partition_of", "sequence_number",
     "OPERATION_BOUND", "ddl", "inbox_rows", "sql_literal",

@@ -65,11 +65,13 @@ def too_large(what: str, size: Optional[int], limit: int, entity: str) -> Messag
 
 def inbox_rows(messages: Sequence[ServiceBusMessage], *, now: datetime,
                schedule: Optional[datetime], ttl_cap: Optional[timedelta], limit: int,
-               entity: str, partition: Callable[[ServiceBusMessage], int]) -> List[Tuple]:
+               entity: str, partition: Callable[[ServiceBusMessage], int],
+               hops: Optional[int] = None) -> List[Tuple]:
     """The inbox rows (``INBOX_COLUMNS`` order) of one send, all checked before any is built.
 
     ``partition`` chooses each message's partition (PART-2, the sender's policy); ``ttl_cap``
-    is the entity's TTL-3 cap; ``schedule`` overrides the messages' own scheduled times.
+    is the entity's TTL-3 cap; ``schedule`` overrides the messages' own scheduled times;
+    ``hops`` the forwarding hops crossed on the way (FWD-3, a send to a queue that forwards).
 
     Raises:
         MessageSizeExceededError: a message is larger than ``limit`` (SEND-5); nothing is built.
@@ -105,7 +107,7 @@ def inbox_rows(messages: Sequence[ServiceBusMessage], *, now: datetime,
         rows.append((pid, idx, kind, message_id, bytearray(message.body), properties,
                      *other_strings,
                      None if ttl is None else int(ttl / timedelta(milliseconds=1)),
-                     enqueued, scheduled, expires, size))
+                     enqueued, scheduled, expires, size, hops))
     return rows
 
 

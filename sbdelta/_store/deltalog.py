@@ -56,6 +56,31 @@ def require_portable(spark, path: str, what: str) -> None:
             f"tables use none of {', '.join(FOREIGN_FEATURES)}")
 
 
+def add_missing_columns(spark, path: str, columns) -> List[str]:
+    """Add the ``(name, type)`` columns the table lacks (tables made before a column existed);
+    returns the names added. Columns are only ever added at the end, nullable, so older rows
+    read them as NULL. A concurrent process adding them first is fine."""
+    from .delta import retry
+
+    def missing() -> List:
+        have = set(str(n).lower() for n in
+                   latest_snapshot(spark, path)[1].schema().fieldNames())
+        return [(n, t) for n, t in columns if n.lower() not in have]
+
+    todo = missing()
+    if not todo:
+        return []
+
+    def step():
+        left = missing()
+        if left:
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS "
+                      f"({', '.join(f'{n} {t}' for n, t in left)})")
+
+    retry(step, what=f"add columns to {path}")
+    return [n for n, _ in todo]
+
+
 def first_commit_file(spark, path: str, lo: int, hi: int) -> int:
     """The first version in ``lo..hi`` whose commit file is still in the log (``hi + 1`` if
     none is). Log cleanup removes commit files from the start only, so a binary search finds

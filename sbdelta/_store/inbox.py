@@ -16,7 +16,8 @@ from typing import Dict, Iterable, Optional, Tuple
 
 from . import deltalog
 from .delta import find_commit, latest_snapshot, remove_files_quietly
-from .layout import (FRONTIER, OPERATION_BOUND, case_by_pid, frontier_at, pid_list, seq_sql,
+from .layout import (FRONTIER, OPERATION_BOUND, case_by_pid, frontier_at, kept_frontier_sql,
+                     pid_list, seq_sql,
                      start_version)
 
 
@@ -121,7 +122,7 @@ def topic_frontiers(store, subscriptions, now: datetime) -> Dict[int, int]:
         store.spark, store.inbox_path, int((now - OPERATION_BOUND).timestamp() * 1000))
     result = {p: frontier_at(p, bound) if bound >= 0 else -1 for p in range(store.partitions)}
     for sub in subscriptions:
-        for p, f in sub.frontiers().items():
+        for p, f in sub.kept_frontiers().items():
             result[p] = min(result[p], f)
     return result
 
@@ -147,6 +148,8 @@ def frontiers_at(store, moment_ms: int) -> Optional[Dict[int, int]]:
     """Each partition's frontier in the messages table as it stood at wall-clock time
     ``moment_ms`` (-1 where none), or None when that state cannot be read any more (the
     table is younger, or that version's log or files are gone)."""
+    from pyspark.sql import functions as F
+
     _, snapshot = latest_snapshot(store.spark, store.messages_path)
     version = int(snapshot.version())
     reader = store.spark.read.format("delta")
@@ -157,7 +160,7 @@ def frontiers_at(store, moment_ms: int) -> Optional[Dict[int, int]]:
         reader = reader.option("versionAsOf", version)  # the latest commit is older
     try:
         rows = (reader.load(store.messages_path).where(f"kind = '{FRONTIER}'")
-                .select("pid", "seq").collect())
+                .select("pid", F.expr(kept_frontier_sql()).alias("seq")).collect())
     except Exception:  # noqa: BLE001 - an unreadable past only means: trim nothing
         return None
     found = {r.pid: r.seq for r in rows}

@@ -43,11 +43,18 @@ MSG, FRONTIER, DEDUP, PING = "MSG", "FRONTIER", "DEDUP", "PING"
 # inbox with the registered rows.
 PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 ACTIVE, DEFERRED, SCHEDULED = "ACTIVE", "DEFERRED", "SCHEDULED"
+# A registered message on its way to the forwarding destination (_store/forward.py).
+FORWARDING = "FORWARDING"
 DEADLETTERING, CANCELLED, COMPLETED = "DEADLETTERING", "CANCELLED", "COMPLETED"
 
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 TTL_EXPIRED_REASON = "TTLExpiredException"
 TTL_EXPIRED_DESCRIPTION = "The message expired and was dead lettered."
+#: FWD-3: a message crosses at most this many forwarding hops; one more is dead-lettered.
+MAX_HOPS = 4
+HOP_LIMIT_REASON = "MaxTransferHopCountExceeded"
+HOP_LIMIT_DESCRIPTION = (f"The message was forwarded {MAX_HOPS} times; a fifth forwarding hop "
+                         "is not allowed.")
 
 # What a sender sets (and what travels with a message into the dead-letter queue).
 MESSAGE_FIELDS = (
@@ -67,6 +74,8 @@ MESSAGE_FIELDS = (
     ("scheduled_enqueue_time", "TIMESTAMP"),
     ("expires_at", "TIMESTAMP"),
     ("size", "INT"),
+    # FWD-3: forwarding hops crossed so far (NULL: none); set by the forwarder, never by users.
+    ("hops", "INT"),
 )
 
 INBOX_COLUMNS = (("pid", "INT"), ("idx", "INT"), ("kind", "STRING")) + MESSAGE_FIELDS
@@ -115,6 +124,34 @@ def frontier_at(pid: int, version: int) -> int:
     Frontiers are sequence numbers, so they carry the partition id in their top bits.
     """
     return (pid << PID_SHIFT) | (version << VERSION_SHIFT) | IDX_MASK
+
+
+#: A forwarding source's frontier row carries, in ``lock_token``, the frontier it had before the
+#: forwarder's last range (``fwd:<seq>``): until that range is in the destination, readers that
+#: decide what may be removed (compaction, log trimming) use the old one.
+FORWARD_MARK = "fwd:"
+
+
+def mark(previous_frontier: int) -> str:
+    return f"{FORWARD_MARK}{int(previous_frontier)}"
+
+
+def marked_from(lock_token) -> "int | None":
+    """The frontier before a forwarder's range (None: the row carries no mark)."""
+    if lock_token is None or not str(lock_token).startswith(FORWARD_MARK):
+        return None
+    return int(str(lock_token)[len(FORWARD_MARK):])
+
+
+def kept_frontier_sql() -> str:
+    """SQL over FRONTIER rows: the frontier behind which nothing is read again."""
+    return (f"CASE WHEN lock_token LIKE '{FORWARD_MARK}%' "
+            f"THEN CAST(substr(lock_token, {len(FORWARD_MARK) + 1}) AS BIGINT) ELSE seq END")
+
+
+def version_of(frontier: int) -> int:
+    """The inbox version a frontier (or sequence number) points into."""
+    return frontier >> VERSION_SHIFT & MAX_VERSION
 
 
 def start_version(frontier: int) -> int:

@@ -13,12 +13,12 @@ import copy
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import deadletter, expiry, inbox, reads, receive, schedule, settle
+from . import deadletter, expiry, forward, inbox, reads, receive, schedule, settle
 from .apply import apply_df, as_ops
 from .codec import send_error
 from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
                     sql_literal)
-from .deltalog import require_portable
+from .deltalog import add_missing_columns, require_portable
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
                      MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid)
 from .locks import Policy, conditions
@@ -69,23 +69,26 @@ class MessageStore:
             self.ensure_inbox(what)
         if self.inbox_path:
             self.dead_letter_store().ensure_tables(what)
+        self._ensure_messages_table(what)
+
+    def _ensure_messages_table(self, what: str) -> None:
         create_table(self.spark, self.messages_path, ddl(MESSAGES_COLUMNS), partitioned_by="pid",
                      properties=tblproperties(MESSAGES_PROPERTIES))
         require_portable(self.spark, self.messages_path, what or self.folder)
+        add_missing_columns(self.spark, self.messages_path, MESSAGES_COLUMNS)
 
     def ensure_inbox(self, what: str = "") -> None:
         """Create the inbox if missing."""
         create_table(self.spark, self.inbox_path, ddl(INBOX_COLUMNS), partitioned_by="pid",
                      properties=tblproperties(INBOX_PROPERTIES))
         require_portable(self.spark, self.inbox_path, what or self.folder)
+        add_missing_columns(self.spark, self.inbox_path, INBOX_COLUMNS)
 
     def ensure_topic_tables(self, what: str = "") -> None:
         """A topic's tables: its inbox, and a ``messages`` table that holds only the
         tombstones of its cancelled scheduled messages (TOPIC-6)."""
         self.ensure_inbox(what)
-        create_table(self.spark, self.messages_path, ddl(MESSAGES_COLUMNS), partitioned_by="pid",
-                     properties=tblproperties(MESSAGES_PROPERTIES))
-        require_portable(self.spark, self.messages_path, what or self.folder)
+        self._ensure_messages_table(what)
 
     def start_at_latest(self, now: datetime) -> int:
         """Set every partition's frontier to the inbox's latest version (a new subscription
@@ -166,6 +169,20 @@ class MessageStore:
 
     def frontiers(self) -> Dict[int, int]:
         return reads.frontiers(self)
+
+    def kept_frontiers(self) -> Dict[int, int]:
+        """The frontiers maintenance must keep behind (see :func:`.reads.kept_frontiers`)."""
+        return reads.kept_frontiers(self)
+
+    # -- forwarding (FWD-2) --------------------------------------------------------------------
+    def forward_new(self, dest: "forward.Destination", now: datetime) -> int:
+        """Move what was sent here past the frontiers into ``dest``'s inbox."""
+        return forward.forward_new(self, dest, now)
+
+    def forward_registered(self, dest: "forward.Destination", now: datetime) -> int:
+        """Move registered messages (of this table: a dead-letter store moves its dead
+        letters) into ``dest``'s inbox; messages locked by a receiver wait."""
+        return forward.forward_registered(self, dest, now, dead_letters=self.dead_letter)
 
     # -- maintenance ---------------------------------------------------------------------------
     def sweep(self, policy: Policy, now: datetime, *, batch: int = expiry.DEFAULT_BATCH,

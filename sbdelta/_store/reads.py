@@ -9,8 +9,8 @@ from typing import Dict, Sequence
 from .delta import sql_literal
 from .inbox import inbox_range, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
-                     FRONTIER, MSG, PID_SHIFT, SCHEDULED, key_sql, msg_key, partition_of, position_of,
-                     start_version)
+                     FRONTIER, MSG, PID_SHIFT, SCHEDULED, kept_frontier_sql, key_sql, msg_key,
+                     partition_of, position_of, start_version)
 
 
 @dataclass
@@ -135,6 +135,17 @@ def frontiers(store) -> Dict[int, int]:
     """Each partition's frontier (-1 where nothing was registered yet)."""
     found = {r.pid: r.seq for r in store.messages().where(f"kind = '{FRONTIER}'")
              .select("pid", "seq").collect()}
+    return {p: found.get(p, -1) for p in range(store.partitions)}
+
+
+def kept_frontiers(store) -> Dict[int, int]:
+    """Each partition's frontier as maintenance must see it: a forwarding source's frontier
+    before the forwarder's last range (that range may still be on its way to the destination,
+    :mod:`.forward`); -1 where nothing was registered yet."""
+    from pyspark.sql import functions as F
+
+    found = {r.pid: r.f for r in store.messages().where(f"kind = '{FRONTIER}'")
+             .select("pid", F.expr(kept_frontier_sql()).alias("f")).collect()}
     return {p: found.get(p, -1) for p in range(store.partitions)}
 
 

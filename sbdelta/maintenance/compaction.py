@@ -131,14 +131,14 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
     result = EntityCompaction(entity.name)
     now = ns.clock.now()
     if store.owns_inbox:
-        result.inbox_rows_purged = store.purge_inbox(store.frontiers(), dry_run=dry_run)
+        result.inbox_rows_purged = store.purge_inbox(store.kept_frontiers(), dry_run=dry_run)
 
     def live_sources():
         return store.messages().where(f"kind = '{MSG}' AND state = '{DEADLETTERING}'").select(
             "pid", "k")
 
     def dead_here():
-        return store.dead_rows(store.frontiers(), ns.clock.now())
+        return store.dead_rows(store.kept_frontiers(), ns.clock.now())
 
     def dead_in_dlq():
         return dlq.dead_rows({}, ns.clock.now(), live_sources())

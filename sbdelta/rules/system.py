@@ -21,7 +21,7 @@ ScheduledEnqueueTimeUtc    scheduled_enqueue_time      timestamp   NULL when not
 EnqueuedTimeUtc            enqueued_time               timestamp
 ExpiresAtUtc               expires_at                  timestamp   NULL when it never expires
 SequenceNumber             seq                         integer
-EnqueuedSequenceNumber     seq                         integer     no forwarding renumbers here
+EnqueuedSequenceNumber     seq                         integer     this entity's number
 Size                       size                        integer
 DeliveryCount              (none)                      integer     0: a new message
 LockToken                  (none)                      uuid        NULL: a new message has no lock

@@ -47,6 +47,8 @@ SUBSCRIPTIONS = {"all": lambda n: True, "even": lambda n: n % 2 == 0,
                  "shared": lambda n: True}
 #: Subscription -> which message numbers an extra rule with an action copies (TOPIC-5).
 COPIES = {"shared": lambda n: n % 3 == 0}
+#: A subscription admitting the odd numbers forwards them to a partitioned queue (FWD-2).
+RELAY, RELAYED = "relay", "relayed"
 
 
 def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_message_once(
@@ -59,8 +61,10 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     (RECV-3), no sequence number shared by two messages (SEND-3), each subscription got
     exactly what its rule admits (TOPIC-1/2) and, on "shared", a second copy of every third
     message from a rule with an action (TOPIC-5: copies registered whole, by competing
-    receivers), and the jobs did remove inbox rows while the
-    others ran."""
+    receivers), and the jobs did remove inbox rows while the others ran. A fourth
+    subscription forwards the odd numbers to a queue the receivers share (FWD-2): the
+    sender's forwarding after each send races the maintenance processes' forwarding job, and
+    each message arrives there exactly once."""
     from sbdelta.management import RuleProperties, SqlRuleAction, SqlRuleFilter
 
     ns = str(tmp_path / "ns")
@@ -77,6 +81,9 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
         if sub in COPIES:
             admin.create_rule(TOPIC, sub, "copy", filter=SqlRuleFilter("n % 3 = 0"),
                               action=SqlRuleAction("SET copied = true"))
+    admin.create_queue(RELAYED, enable_partitioning=True, lock_duration=timedelta(minutes=5))
+    admin.create_subscription(TOPIC, RELAY, forward_to=RELAYED, default_rule=RuleProperties(
+        TOPIC, RELAY, "odd", filter=SqlRuleFilter("n % 2 = 1")))
     subs = {sub: f"{TOPIC}/Subscriptions/{sub}" for sub in SUBSCRIPTIONS}
     queues = ",".join(QUEUES)
     logs = [str(tmp_path / f"{name}.log") for name in ("sender", "r1", "r2")]
@@ -84,7 +91,7 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
                         f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100")]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
-                         f"{queues},{subs[own]},{subs['shared']}", log, "1500", "200")
+                         f"{queues},{RELAYED},{subs[own]},{subs['shared']}", log, "1500", "200")
               for log, own in zip(logs[1:], ("all", "even"))]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "maintain", ns,
                          f"{queues},topic:{TOPIC}", log) for log in jobs]
@@ -93,6 +100,7 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
                             if SUBSCRIPTIONS[sub](n)]
                      + [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES)
                         if sub in COPIES and COPIES[sub](n)] for sub, path in subs.items()})
+    expected[RELAYED] = [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES) if n % 2 == 1]
     total = sum(len(ids) for ids in expected.values())
     try:
         procs[0].wait(timeout=1200)
@@ -151,9 +159,9 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
             for (s1, u1, _), (s2, _, _) in zip(intervals, intervals[1:]):
                 assert s2 >= u1, f"{queue}: message {seq} locked twice at once: {intervals}"
     with ServiceBusClient(ns, spark=spark) as client:
-        for queue in QUEUES:
+        for queue in [*QUEUES, RELAYED]:
             assert client.get_queue_receiver(queue).peek_messages(10, sequence_number=0) == []
-        for sub in SUBSCRIPTIONS:
+        for sub in [*SUBSCRIPTIONS, RELAY]:
             assert client.get_subscription_receiver(TOPIC, sub).peek_messages(
                 10, sequence_number=0) == []
     maintained = {log: [r for r in _read(log) if r["event"] == "maintained"] for log in jobs}

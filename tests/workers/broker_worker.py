@@ -12,7 +12,8 @@ number.
     python -m tests.workers.broker_worker receive <namespace> <queues> <log> <stop_after> <batch>
     python -m tests.workers.broker_worker chaos <namespace> <queues> <log> <batch>
     python -m tests.workers.broker_worker maintain <namespace> <queues> <log>
-        (runs the expiry sweep and compaction in turn until <log>.stop exists)
+        (runs the expiry sweep, the forwarding job and compaction in turn until <log>.stop
+        exists)
 
 With ``SBDELTA_TEST_GO=<path>`` the worker starts its Spark session, logs ``ready`` and waits
 for that file before doing anything else: a test can start its processes (and pay for their
@@ -77,16 +78,17 @@ def main(argv):
                     _log(log, event="sent", queue=q, ids=ids)
             return
         if mode == "maintain":
-            from sbdelta.maintenance import compact, expire_messages
+            from sbdelta.maintenance import compact, expire_messages, forward_messages
 
             rounds = 0
             entities = [q[len("topic:"):] if q.startswith("topic:") else q for q in queues]
             while not os.path.exists(log_path + ".stop"):
                 expired = expire_messages(namespace, entities=entities)
+                forwarded = forward_messages(namespace, entities=entities)
                 compacted = compact(namespace, entities=entities)
                 rounds += 1
                 _log(log, event="maintained", round=rounds, expired=expired.totals(),
-                     compacted=compacted.totals())
+                     forwarded=forwarded.totals(), compacted=compacted.totals())
             return
         admin = ServiceBusAdministrationClient(namespace)
         receivers = {q: _receiver(client, admin, q) for q in queues}

@@ -1,0 +1,318 @@
+"""Auto-forwarding (FWD-2, FWD-3, PART-8): a source's messages moved into its destination's
+inbox, each exactly once, keeping body, message id, properties and partition key; the
+destination numbers them anew (its own inbox commit).
+
+Two movers, both crash-safe and safe to run in several processes at once:
+
+``forward_new``
+    What senders appended to the source's inbox (a queue's own; a subscription's topic's,
+    through the subscription's rules) past the source's frontiers. ONE append to the
+    destination's inbox with Delta's idempotent-write options (``txnAppId`` = the source's
+    forwarding id, ``txnVersion`` = the last source inbox version it covers), then ONE apply
+    MERGE on the source moving the frontiers past it (and registering, as dead letters, what
+    may not be forwarded: a fifth hop, a filter that failed to evaluate). A crash between the
+    two leaves the destination's transaction version ahead of the frontiers: the next mover
+    sees it and only moves the frontiers. Of two movers racing, Delta lets one append per
+    version (the other gets ``ConcurrentTransactionException``, retries, and finds it done).
+``forward_registered``
+    Rows the source registered before it forwarded (received and abandoned, deferred,
+    scheduled), and dead-letter rows (``forward_dead_lettered_messages_to``): marked
+    ``FORWARDING`` under a batch id in one MERGE, appended to the destination with
+    ``txnAppId`` = forwarding id + batch id, then deleted. A batch whose append landed is
+    deleted by whoever finds it; a batch whose append never landed is returned to the source
+    when its mark (held for the operation bound) runs out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Optional
+
+from .apply import apply_df, as_ops, to_source
+from .delta import latest_snapshot, retry, sql_literal
+from .inbox import inbox_range
+from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, FORWARDING, FRONTIER,
+                     HOP_LIMIT_DESCRIPTION, HOP_LIMIT_REASON, INBOX_NAMES, MAX_HOPS,
+                     MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, SCHEDULED,
+                     frontier_at, key_sql, mark, marked_from, start_version, version_of)
+from .locks import free_sql, lock_token, lock_token_prefix, lock_token_sql
+
+#: Source inbox versions one ``forward_new`` step covers at most.
+VERSION_WINDOW = 256
+#: Registered rows one ``forward_registered`` step moves at most.
+REGISTERED_BATCH = 10000
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a source forwards: the destination's store and how it takes messages."""
+
+    store: object  # MessageStore of a queue or topic
+    ttl_cap: Optional[timedelta]  # TTL-3 of the destination
+    key_by_message_id: bool  # PART-2: the destination detects duplicates
+
+
+def forwarding_id(store, dead_letters: bool = False) -> str:
+    """The idempotent-write app id of a source (its tables' folder: unique per incarnation)."""
+    digest = hashlib.sha1(store.folder.encode("utf-8")).hexdigest()[:20]
+    return f"sbdelta-fwd{'-dlq' if dead_letters else ''}:{digest}"
+
+
+def txn_version(store, app_id: str) -> int:
+    """The last idempotent-write version of ``app_id`` in the store's inbox (-1: none).
+    A read of the snapshot's state, no Spark job once the snapshot is loaded."""
+    found = latest_snapshot(store.spark, store.inbox_path)[1].transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else -1
+
+
+def destination_rows(rows, dest: Destination, now: datetime):
+    """Inbox rows of ``dest`` for message rows ``rows`` (ordered by ``seq``): partition by
+    PART-2 (PART-8: the partition key travels), enqueued now (a scheduled message keeps its
+    time), one more hop, the destination's TTL cap applied."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    now_sql = sql_literal(now)
+    partitions = dest.store.partitions
+    if partitions == 1:
+        pid = F.lit(0)
+    else:
+        key = F.coalesce("session_id", "partition_key")
+        if dest.key_by_message_id:
+            key = F.coalesce(key, F.col("message_id"))
+        pid = F.when(key.isNull(), F.pmod(F.xxhash64("seq"), F.lit(partitions))).otherwise(
+            F.pmod(F.crc32(key.cast("binary")), F.lit(partitions)))
+    scheduled = F.when(F.col("scheduled_enqueue_time") > F.expr(now_sql),
+                       F.col("scheduled_enqueue_time"))
+    out = (rows.withColumn("pid", pid.cast("int"))
+           .withColumn("kind", F.lit(MSG))
+           .withColumn("scheduled_enqueue_time", scheduled)
+           .withColumn("enqueued_time", F.coalesce(scheduled, F.expr(now_sql)))
+           .withColumn("hops", (F.coalesce("hops", F.lit(0)) + 1).cast("int")))
+    if dest.ttl_cap is not None:
+        cap_ms = int(dest.ttl_cap / timedelta(milliseconds=1))
+        capped = F.expr(f"timestamp_micros(unix_micros(enqueued_time) + {cap_ms * 1000})")
+        out = (out.withColumn("expires_at", F.least(F.coalesce("expires_at", capped), capped))
+               .withColumn("time_to_live_ms",
+                           F.least(F.coalesce("time_to_live_ms", F.lit(cap_ms)), F.lit(cap_ms))))
+    out = out.withColumn("idx", (F.row_number().over(
+        Window.partitionBy("pid").orderBy("seq")) - 1).cast("int"))
+    return out.select(*INBOX_NAMES)
+
+
+def _append(dest: Destination, rows, app_id: str, version: int) -> None:
+    """Append ``rows`` to the destination inbox once per (app id, version)."""
+    (rows.writeTo(f"delta.`{dest.store.inbox_path}`")
+     .option("txnAppId", app_id).option("txnVersion", version).append())
+
+
+def _hop_limited():
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("hops"), F.lit(0)) >= MAX_HOPS
+
+
+# -- new inbox rows ------------------------------------------------------------------------------
+
+def forward_new(source, dest: Destination, now: datetime) -> int:
+    """Move everything past the source's frontiers; returns the messages forwarded."""
+    total = 0
+    while True:
+        moved, more = retry(lambda: _new_step(source, dest, now),
+                            what=f"forward from {source.folder}")
+        total += moved
+        if not more:
+            return total
+
+
+def _classified(source, frontiers, hi: int, tombstone_keys):
+    """The source's inbox rows past ``frontiers`` up to version ``hi`` with ``_fwd`` (to
+    forward) and ``_dead`` (to dead-letter here: a filter failed, or a fifth hop), cancelled
+    ones and pings left out; checkpointed, with the count per (``_fwd``, pid)."""
+    from pyspark.sql import functions as F
+
+    lo = min(start_version(f) for f in frontiers.values())
+    rows = (inbox_range(source, list(frontiers), frontiers, lo, hi)
+            .drop("_change_type", "_commit_timestamp", "_commit_version", "idx")
+            .withColumn("k", F.expr(key_sql("seq"))))
+    if tombstone_keys:  # cancelled before forwarding (schedule.cancel_scheduled)
+        keys = ", ".join(sql_literal(k) for k in sorted(tombstone_keys))
+        live = F.expr(f"{key_sql('pos')} NOT IN ({keys})")
+    else:
+        live = F.lit(True)
+    live = live & (F.col("kind") == MSG)
+    if "dead_letter_reason" not in rows.columns:
+        rows = (rows.withColumn("dead_letter_reason", F.lit(None).cast("string"))
+                .withColumn("dead_letter_error_description", F.lit(None).cast("string")))
+    dead = F.col("dead_letter_reason").isNotNull() | _hop_limited()
+    rows = (rows.withColumn("_dead", live & dead).withColumn("_fwd", live & ~dead)
+            .where("_fwd OR _dead").localCheckpoint(eager=True))
+    counts = {(r._fwd, r.pid): r.n for r in rows.groupBy("_fwd", "pid")
+              .agg(F.count(F.lit(1)).alias("n")).collect()}
+    return rows, counts
+
+
+def _new_step(source, dest: Destination, now: datetime):
+    """One range of versions: (messages forwarded, whether versions are left)."""
+    from pyspark.sql import functions as F
+
+    app_id = forwarding_id(source)
+    found = (source.messages()
+             .where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')")
+             .select("pid", "k", "kind", "seq", "rev", "lock_token").collect())
+    current = {r.pid: r for r in found if r.kind == FRONTIER}
+    tombstones = [r.k for r in found if r.kind == MSG]
+    done = txn_version(dest.store, app_id)
+    # 1. A range marked by a mover that stopped before its append landed: append it now, as
+    #    that mover would have (the same rows, the same transaction version).
+    marked = {p: r for p, r in current.items()
+              if marked_from(r.lock_token) is not None and version_of(r.seq) > done}
+    if marked:
+        hi = max(version_of(r.seq) for r in marked.values())
+        olds = {p: marked_from(r.lock_token) for p, r in marked.items()
+                if version_of(r.seq) == hi}
+        rows, counts = _classified(source, olds, hi, tombstones)
+        forwarded = sum(n for (fwd, _), n in counts.items() if fwd)
+        if not forwarded:  # cannot be: a range is marked only when it has rows to append
+            raise RuntimeError(f"forwarding mark of {source.messages_path} at version {hi} "
+                               "covers no message to forward")
+        _append(dest, destination_rows(rows.where("_fwd"), dest, now), app_id, hi)
+        return forwarded, True
+
+    # 2. The next range: mark it (frontiers moved, the old ones kept in the mark, dead letters
+    #    registered) in ONE guarded MERGE, then append it.
+    frontiers = {p: current[p].seq if p in current else -1 for p in range(source.partitions)}
+    latest = source.latest_version(source.inbox_path)
+    lagging = {p: start_version(f) for p, f in frontiers.items() if start_version(f) <= latest}
+    if not lagging:
+        return 0, False
+    lo = min(lagging.values())
+    hi = min(latest, lo + VERSION_WINDOW - 1)
+    while True:
+        pids = sorted(p for p, s in lagging.items() if s <= hi)
+        rows, counts = _classified(source, {p: frontiers[p] for p in pids}, hi, tombstones)
+        per_pid = {}
+        for (fwd, p), n in counts.items():
+            if fwd:
+                per_pid[p] = per_pid.get(p, 0) + n
+        # One destination commit numbers at most 2^20 rows per partition; a partition of a
+        # smaller destination may take several source partitions: read fewer versions.
+        if sum(per_pid.values()) <= MAX_ROWS_PER_PARTITION_PER_COMMIT or hi == lo:
+            break
+        hi = lo + (hi - lo) // 2
+    forwarded = sum(per_pid.values())
+    # Marked only when something is to be appended (else there is nothing to recover).
+    values = ", ".join(
+        f"({p}, CAST({frontier_at(p, hi)} AS BIGINT), "
+        f"CAST({sql_literal(current[p].rev if p in current else None)} AS BIGINT), "
+        f"CAST({sql_literal(mark(frontiers[p]) if forwarded else None)} AS STRING))"
+        for p in pids)
+    fronts = source.spark.sql(
+        f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev, lock_token)").select(
+        "pid", "seq", "_rev", "lock_token", F.lit("f").alias("k"),
+        F.lit(FRONTIER).alias("kind"), F.coalesce("_rev", F.lit(0)).cast("bigint").alias("rev"),
+        F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update")).alias("_op"))
+    plan = to_source(fronts)
+    dead = sum(n for (fwd, _), n in counts.items() if not fwd)
+    if dead:
+        hop = F.col("dead_letter_reason").isNull()
+        plan = plan.unionByName(to_source(
+            rows.where("_dead")
+            .withColumn("dead_letter_error_description",
+                        F.when(hop, F.lit(HOP_LIMIT_DESCRIPTION))
+                        .otherwise(F.col("dead_letter_error_description")))
+            .withColumn("dead_letter_reason", F.coalesce("dead_letter_reason",
+                                                         F.lit(HOP_LIMIT_REASON)))
+            .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
+            .withColumn("delivery_count", F.lit(0))
+            .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
+            .withColumn("_op", F.lit("insert"))))
+    apply_df(source, plan.drop("_out"), pids, now)
+    if dead:
+        source.move_dead_letters(pids, now)
+    if forwarded:
+        _append(dest, destination_rows(rows.where("_fwd"), dest, now), app_id, hi)
+    return forwarded, hi < latest
+
+
+# -- registered rows -------------------------------------------------------------------------------
+
+def forward_registered(source, dest: Destination, now: datetime, *,
+                       dead_letters: bool = False, batch: int = REGISTERED_BATCH) -> int:
+    """Move the source table's registered messages (``source`` is a dead-letter store when
+    ``dead_letters``); returns the messages forwarded. Rows locked by a receiver wait."""
+    total = 0
+    while True:
+        moved = retry(lambda: _registered_step(source, dest, now, dead_letters, batch),
+                      what=f"forward registered messages of {source.messages_path}")
+        if moved is None:
+            return total
+        total += moved
+
+
+def _batch_id(token_col: str = "lock_token") -> str:
+    return f"substr({token_col}, 1, 18)"
+
+
+def _registered_step(source, dest: Destination, now: datetime, dead_letters: bool,
+                     batch: int) -> Optional[int]:
+    """One batch: finish one found in flight, or mark, append and delete a new one. None when
+    nothing is left to do."""
+    from pyspark.sql import functions as F
+
+    app_id = forwarding_id(source, dead_letters)
+    m = source.messages()
+    marked = m.where(f"kind = '{MSG}' AND state = '{FORWARDING}'")
+    for found in (marked.groupBy(F.expr(_batch_id()).alias("b"))
+                  .agg(F.min(F.expr(f"locked_until <= {sql_literal(now)}")).alias("gone"))
+                  .collect()):
+        rows = marked.where(f"{_batch_id()} = {sql_literal(found.b)}")
+        pids = [r.pid for r in rows.select("pid").distinct().collect()]
+        if txn_version(dest.store, f"{app_id}:{found.b}") >= 0:  # appended: finish
+            apply_df(source, as_ops(rows, "delete").drop("_out"), pids, now)
+            return 0
+        if found.gone:  # its mover stopped without appending: give the rows back
+            back = (rows.withColumn("state", F.lit(ACTIVE))
+                    .withColumn("lock_token", F.lit(None).cast("string"))
+                    .withColumn("locked_until", F.lit(None).cast("timestamp")))
+            apply_df(source, as_ops(back, "update").drop("_out"), pids, now)
+            return 0
+    states = f"'{ACTIVE}', '{DEFERRED}', '{SCHEDULED}'"
+    free = m.where(f"kind = '{MSG}' AND state IN ({states}) AND {free_sql(now)}")
+    if dead_letters:
+        free = free.where(~_hop_limited())  # a dead letter at its hop limit stays here
+    prefix = lock_token_prefix()
+    plan = (free.limit(batch)
+            .withColumn("_dead", _hop_limited())
+            .withColumn("state", F.when(F.col("_dead"), F.lit(DEADLETTERING))
+                        .otherwise(F.lit(FORWARDING)))
+            .withColumn("dead_letter_reason", F.when(F.col("_dead"), F.lit(HOP_LIMIT_REASON))
+                        .otherwise(F.col("dead_letter_reason")))
+            .withColumn("dead_letter_error_description",
+                        F.when(F.col("_dead"), F.lit(HOP_LIMIT_DESCRIPTION))
+                        .otherwise(F.col("dead_letter_error_description")))
+            .withColumn("lock_token", F.when(F.col("_dead"), F.lit(None))
+                        .otherwise(F.expr(lock_token_sql(prefix))))
+            .withColumn("locked_until", F.when(F.col("_dead"), F.lit(None)).otherwise(
+                F.expr(sql_literal(now + OPERATION_BOUND))))
+            .localCheckpoint(eager=True))
+    found = plan.groupBy("_dead", "pid").agg(F.count(F.lit(1)).alias("n")).collect()
+    if not found:
+        return None
+    counts = {dead: sum(r.n for r in found if r._dead == dead) for dead in (True, False)}
+    pids = sorted({r.pid for r in found})
+    apply_df(source, as_ops(plan.drop("_dead"), "update").drop("_out"), pids, now)
+    if counts[True]:
+        source.move_dead_letters(pids, now)
+    if not counts[False]:
+        return 0
+    moving = plan.where("NOT _dead").drop("_dead")
+    batch_id = lock_token(prefix, 0)[:18]  # what _batch_id() reads back from the tokens
+    _append(dest, destination_rows(moving, dest, now), f"{app_id}:{batch_id}", 0)
+    # Marked at rev + 1 by the update above.
+    apply_df(source, as_ops(moving.withColumn("rev", F.col("rev") + 1), "delete").drop("_out"),
+             pids, now)
+    return counts[False]
+

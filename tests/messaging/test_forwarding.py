@@ -1,0 +1,204 @@
+"""Auto-forwarding (FWD-2, FWD-3, PART-8, IDLE-3's forwarding part is in test_maintenance): a
+message sent to a forwarding source arrives in the destination, once, with its body, id,
+properties and partition key, under a new sequence number; a fifth hop is dead-lettered;
+messages already in a source and dead letters are moved by the maintenance job; a crash
+between the mover's commits repeats and loses nothing. Each test names the rule it proves.
+"""
+
+import itertools
+import zlib
+from datetime import timedelta
+
+import pytest
+
+from sbdelta import ServiceBusMessage, ServiceBusSubQueue
+from sbdelta._store import PID_SHIFT, forward as forward_module
+from sbdelta.exceptions import ServiceBusInvalidOperationError
+from sbdelta.maintenance import forward_messages
+
+from ..conftest import START, receive_all
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def ns(spark, tmp_path_factory):
+    return str(tmp_path_factory.mktemp("forwarding") / "ns")
+
+
+def name(prefix):
+    return f"{prefix}{next(_names)}"
+
+
+def received(client, queue_name, expected):
+    receiver = client.get_queue_receiver(queue_name)
+    got = receive_all(receiver, expected, batch=20, tries=10) if expected else []
+    for m in got:
+        receiver.complete_message(m)
+    assert receiver.receive_messages(20) == []
+    return got
+
+
+def test_fwd_2_part_8_a_forwarded_message_keeps_its_fields_and_gets_a_new_number(
+        client, admin, clock):
+    dest, src = name("dest"), name("src")
+    admin.create_queue(dest, enable_partitioning=True)
+    admin.create_queue(src, forward_to=dest)
+    sender = client.get_queue_sender(src)
+    sender.send_messages([
+        ServiceBusMessage("keyed", message_id="m-1", partition_key="orders-7", subject="s",
+                          application_properties={"n": 1, "tag": "x"}, correlation_id="c"),
+        ServiceBusMessage("plain", message_id="m-2")])
+    [later] = sender.schedule_messages(ServiceBusMessage("later", message_id="m-3"),
+                                       START + timedelta(hours=1))
+    # Nothing stays in the source, and the source cannot be received from (FWD-2).
+    assert client.get_queue_receiver(src).peek_messages(10) == []
+    with pytest.raises(ServiceBusInvalidOperationError, match="FWD-2"):
+        client.get_queue_receiver(src).receive_messages(1)
+    got = {m.message_id: m for m in received(client, dest, 2)}
+    keyed = got["m-1"]
+    assert (str(keyed), keyed.subject, keyed.correlation_id, keyed.partition_key) == \
+        ("keyed", "s", "c", "orders-7")
+    assert keyed.application_properties == {"n": 1, "tag": "x"}
+    # PART-8: the partition key decides the destination's partition.
+    assert keyed.sequence_number >> PID_SHIFT == zlib.crc32(b"orders-7") % 16
+    assert str(got["m-2"]) == "plain"
+    # The scheduled message waits for its time in the destination, under the number the
+    # source's sender returned (the destination's); that sender cancels it there.
+    [dropped] = sender.schedule_messages(ServiceBusMessage("dropped"), START + timedelta(hours=1))
+    sender.cancel_scheduled_messages(dropped)
+    [peeked] = client.get_queue_receiver(dest).peek_messages(5)
+    assert (peeked.message_id, peeked.sequence_number) == ("m-3", later)
+    assert peeked.scheduled_enqueue_time_utc == START + timedelta(hours=1)
+    clock.advance(timedelta(hours=1, seconds=1))
+    assert [m.message_id for m in received(client, dest, 1)] == ["m-3"]
+
+
+def test_fwd_2_subscriptions_forward_to_queues_and_topics(client, admin):
+    hub, edge, inbox = name("hub"), name("edge"), name("inbox")
+    admin.create_queue(inbox)
+    admin.create_topic(edge)
+    admin.create_subscription(edge, "all")
+    admin.create_topic(hub)
+    admin.create_subscription(hub, "to-queue", forward_to=inbox)
+    admin.create_subscription(hub, "to-topic", forward_to=edge)
+    admin.create_subscription(hub, "kept")
+    client.get_topic_sender(hub).send_messages(
+        [ServiceBusMessage(f"m{i}", message_id=f"id{i}") for i in range(3)])
+    assert sorted(m.message_id for m in received(client, inbox, 3)) == ["id0", "id1", "id2"]
+    edge_receiver = client.get_subscription_receiver(edge, "all")
+    got = receive_all(edge_receiver, 3)
+    assert sorted(str(m) for m in got) == ["m0", "m1", "m2"]
+    kept = client.get_subscription_receiver(hub, "kept")
+    assert len(receive_all(kept, 3)) == 3
+    with pytest.raises(ServiceBusInvalidOperationError, match="FWD-2"):
+        client.get_subscription_receiver(hub, "to-queue").receive_messages(1)
+    counts = admin.get_subscription_runtime_properties(hub, "to-queue")
+    assert counts.active_message_count == 0
+
+
+def test_fwd_3_a_fifth_hop_is_dead_lettered(client, admin):
+    chain = [name("hop") for _ in range(6)]
+    admin.create_queue(chain[-1])
+    for here, there in zip(reversed(chain[:-1]), reversed(chain[1:])):
+        admin.create_queue(here, forward_to=there)
+    client.get_queue_sender(chain[0]).send_messages(ServiceBusMessage("far", message_id="f"))
+    # Four hops bring it to chain[4]; its fifth hop, to chain[5], is refused there.
+    assert received(client, chain[5], 0) == []
+    dlq = client.get_queue_receiver(chain[4], sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    [dead] = receive_all(dlq, 1)
+    assert (dead.message_id, dead.dead_letter_reason) == ("f", "MaxTransferHopCountExceeded")
+    dlq.complete_message(dead)
+    for queue in chain[:5]:
+        assert client.get_queue_receiver(queue).peek_messages(5) == []
+
+
+def test_fwd_2_maintenance_moves_what_a_source_held_before_it_forwarded(
+        client, admin, clock, ns, spark):
+    src, dest, dead_dest = name("src"), name("dest"), name("dlqdest")
+    admin.create_queue(dest)
+    admin.create_queue(dead_dest)
+    admin.create_queue(src, lock_duration=timedelta(seconds=30))
+    client.get_queue_sender(src).send_messages(
+        [ServiceBusMessage(f"m{i}", message_id=f"id{i}") for i in range(6)])
+    receiver = client.get_queue_receiver(src)
+    taken = receive_all(receiver, 4, batch=4)[:4]
+    receiver.abandon_message(taken[0])              # registered, free again
+    receiver.defer_message(taken[1])                # deferred
+    receiver.dead_letter_message(taken[2], reason="bad")  # a dead letter
+    held = taken[3]                                 # still locked by its receiver
+    # Two never received (unregistered inbox rows).
+    admin.update_queue(admin.get_queue(src), forward_to=dest,
+                       forward_dead_lettered_messages_to=dead_dest)
+    report = forward_messages(ns, spark=spark, clock=clock, entities=[src])
+    [moved] = report.entities
+    assert (moved.forwarded, moved.dead_letters_forwarded) == (4, 1)
+    assert "dead letters 1" in str(report)
+    # The locked message waits for its lock to end, then moves too.
+    clock.advance(timedelta(seconds=31))
+    report = forward_messages(ns, spark=spark, clock=clock, entities=[src])
+    assert [(e.forwarded, e.dead_letters_forwarded) for e in report.entities] == [(1, 0)]
+    assert forward_messages(ns, spark=spark, clock=clock, entities=[src]).totals() == \
+        {"forwarded": 0, "dead_letters_forwarded": 0}
+    got = sorted(m.message_id for m in received(client, dest, 5))
+    assert got == sorted({"id0", "id1", "id2", "id3", "id4", "id5"} - {taken[2].message_id})
+    assert held.message_id in got
+    [dead] = received(client, dead_dest, 1)
+    assert dead.message_id == taken[2].message_id
+    assert client.get_queue_receiver(src).peek_messages(10) == []
+    dlq = client.get_queue_receiver(src, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    assert dlq.peek_messages(10) == []
+
+
+class Crash(Exception):
+    pass
+
+
+def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
+        client, admin, clock, monkeypatch):
+    """Crash points: new rows after the source's commit and before the destination's append;
+    registered rows after the mark (append lost) and after the append (delete lost)."""
+    src, dest = name("src"), name("dest")
+    admin.create_queue(dest, enable_partitioning=True)
+    admin.create_queue(src, enable_partitioning=True)
+    client.get_queue_sender(src).send_messages(
+        [ServiceBusMessage(f"old{i}", message_id=f"old{i}") for i in range(3)])
+    receiver = client.get_queue_receiver(src)
+    old = receive_all(receiver, 3)
+    for m in old:
+        receiver.abandon_message(m)  # registered rows
+    client.get_queue_sender(src).send_messages(
+        [ServiceBusMessage(f"new{i}", message_id=f"new{i}", partition_key=f"k{i}")
+         for i in range(5)])
+    admin.update_queue(admin.get_queue(src), forward_to=dest)
+    resolver = client._conn.entities
+    source = resolver.queue(src)
+    target = forward_module.Destination(resolver.queue(dest).store, None, False)
+    real_append = forward_module._append
+
+    def lose_append(*args):
+        raise Crash("killed before the append")
+
+    def lose_after_append(*args):
+        real_append(*args)
+        raise Crash("killed after the append")
+
+    monkeypatch.setattr(forward_module, "_append", lose_append)
+    with pytest.raises(Crash):
+        source.store.forward_new(target, clock.now())
+    with pytest.raises(Crash):
+        source.store.forward_registered(target, clock.now())
+    monkeypatch.setattr(forward_module, "_append", real_append)
+    assert source.store.forward_new(target, clock.now()) == 5  # the marked range, once
+    assert source.store.forward_new(target, clock.now()) == 0
+    # The marked batch's append never landed: it waits for its mark to run out...
+    assert source.store.forward_registered(target, clock.now()) == 0
+    clock.advance(timedelta(hours=1, seconds=1))
+    monkeypatch.setattr(forward_module, "_append", lose_after_append)
+    with pytest.raises(Crash):  # ...then comes back and moves; this time the delete is lost
+        source.store.forward_registered(target, clock.now())
+    monkeypatch.setattr(forward_module, "_append", real_append)
+    assert source.store.forward_registered(target, clock.now()) == 0  # finished, not repeated
+    got = sorted(m.message_id for m in received(client, dest, 8))
+    assert got == sorted([f"old{i}" for i in range(3)] + [f"new{i}" for i in range(5)])
+    assert client.get_queue_receiver(src).peek_messages(10) == []
