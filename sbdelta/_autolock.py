@@ -18,6 +18,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any, Callable, Dict, List, Optional
 
+from ._message import holds_lock, is_settled
+from ._receiver import broker_now, lock_duration, renew_locks
 from .exceptions import (AutoLockRenewFailed, ServiceBusError, ServiceBusInvalidOperationError)
 
 log = logging.getLogger("sbdelta")
@@ -80,12 +82,12 @@ class AutoLockRenewer:
         """Keep ``renewable`` (a received, locked message) locked for the given total time."""
         if self._stop.is_set():
             raise ServiceBusInvalidOperationError("this AutoLockRenewer is closed")
-        if getattr(renewable, "lock_token", None) is None or getattr(renewable, "_peeked", True):
+        if not holds_lock(renewable):
             raise ServiceBusInvalidOperationError(
                 "only messages received in PEEK_LOCK mode hold a lock to renew")
         total = self._default if max_lock_renewal_duration is None else _seconds(
             max_lock_renewal_duration, "max_lock_renewal_duration")
-        until = receiver._now() + timedelta(seconds=total)
+        until = broker_now(receiver) + timedelta(seconds=total)
         task = _Task(receiver, renewable, until, _callback(on_lock_renew_failure))
         with self._lock:
             self._tasks.append(task)
@@ -111,13 +113,13 @@ class AutoLockRenewer:
 
     def _round(self, tasks: List[_Task]) -> None:
         receiver = tasks[0].receiver
-        now = receiver._now()
-        lock_duration = receiver._lock_duration()
-        margin = max(lock_duration / 2, timedelta(seconds=3 * self._slowest))
+        now = broker_now(receiver)
+        duration = lock_duration(receiver)
+        margin = max(duration / 2, timedelta(seconds=3 * self._slowest))
         due = []
         for task in tasks:
             message = task.message
-            if message._settled or now >= task.until:
+            if is_settled(message) or now >= task.until:
                 task.done = True
             elif message.locked_until_utc <= now:
                 self._fail(task, AutoLockRenewFailed(
@@ -129,11 +131,11 @@ class AutoLockRenewer:
             return
         started = time.monotonic()
         try:
-            receiver._renew_locks([t.message for t in due])  # ONE commit for all of them
+            renew_locks(receiver, [t.message for t in due])  # ONE commit for all of them
         except ServiceBusError:
             for task in due:  # find which locks were lost; keep the others
                 try:
-                    receiver._renew_locks([task.message])
+                    renew_locks(receiver, [task.message])
                     self.renewals += 1
                 except ServiceBusError as exc:
                     self._fail(task, AutoLockRenewFailed(str(exc)))

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Dict, List, Optional
 
 from ._entity import Entity, EntityResolver
-from ._store import MAX_HOPS, Destination
+from ._store import DLQ_POLICY, MAX_HOPS, Destination
 from .exceptions import ServiceBusError
 
 __all__ = ["forward_after_send", "forward_everything", "Moved", "Route", "route", "continues",
@@ -131,7 +131,8 @@ def _along(resolver: EntityResolver, arrivals: List[Entity], now: datetime) -> i
         for arrival in arrivals:
             for source in _sources(resolver, arrival):
                 target = destination(resolver, source.properties.forward_to)
-                moved = source.store.forward_new(_as_destination(target), now)
+                moved = source.store.forward_new(_as_destination(target), source.policy,
+                                                 now)
                 total += moved
                 if moved:
                     reached[target.store.folder] = target
@@ -164,8 +165,8 @@ def forward_everything(resolver: EntityResolver, sources: List[Entity],
             target = destination(resolver, source.properties.forward_to)
             moved.forward_to = target.name
             dest = _as_destination(target)
-            count = source.store.forward_new(dest, now)
-            count += source.store.forward_registered(dest, now)
+            count = source.store.forward_new(dest, source.policy, now)
+            count += source.store.forward_registered(dest, source.policy, now)
             moved.forwarded += count
             if count:
                 moved.forwarded += _along(resolver, [target], now)
@@ -174,7 +175,7 @@ def forward_everything(resolver: EntityResolver, sources: List[Entity],
             target = destination(resolver, dlq_target)
             moved.dead_letters_to = target.name
             count = source.store.dead_letter_store().forward_registered(
-                _as_destination(target), now)
+                _as_destination(target), DLQ_POLICY, now)
             moved.dead_letters_forwarded += count
             if count:
                 moved.dead_letters_forwarded += _along(resolver, [target], now)

@@ -732,3 +732,14 @@ def decode_properties(text: Optional[str]) -> Dict[str, Any]:
         raise InvalidMessageError(
             f"stored application properties are a JSON {_type_name(raw)}, not an object")
     return {key: _decode_value(key, value) for key, value in raw.items()}
+
+
+def is_settled(message: ServiceBusReceivedMessage) -> bool:
+    """Whether the receiver that holds ``message`` settled it (its lock needs no renewal)."""
+    return bool(message._settled)
+
+
+def holds_lock(message: object) -> bool:
+    """Whether ``message`` is a message received in PEEK_LOCK mode (it has a lock to renew)."""
+    return (isinstance(message, ServiceBusReceivedMessage) and message.lock_token is not None
+            and not message._peeked)

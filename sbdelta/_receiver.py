@@ -407,3 +407,19 @@ class ServiceBusReceiver(Handler):
         return self._store(entity).settle_frame(
             tokens, self._settlement(entity, action, now, reason, description), now,
             what=f"{action} on {self.entity_path}")
+
+
+# -- what AutoLockRenewer needs of a receiver (sbdelta/_autolock.py) ----------------------------
+def broker_now(receiver: ServiceBusReceiver) -> datetime:
+    """The receiver's broker time (its client's clock)."""
+    return receiver._now()
+
+
+def lock_duration(receiver: ServiceBusReceiver) -> timedelta:
+    """The lock duration of the receiver's entity as it is now."""
+    return receiver._lock_duration()
+
+
+def renew_locks(receiver: ServiceBusReceiver, messages: List[ServiceBusReceivedMessage]) -> None:
+    """Renew the locks of ``messages`` in ONE commit, all or none."""
+    receiver._renew_locks(messages)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from .apply import apply_df, as_ops, to_source
@@ -36,8 +36,9 @@ from .inbox import inbox_range
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, FORWARDING, FRONTIER,
                      HOP_LIMIT_DESCRIPTION, HOP_LIMIT_REASON, INBOX_NAMES, MAX_HOPS,
                      MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, SCHEDULED,
+                     TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON,
                      frontier_at, key_sql, mark, marked_from, start_version, version_of)
-from .locks import free_sql, lock_token, lock_token_prefix, lock_token_sql
+from .locks import Policy, expired_sql, free_sql, lock_token, lock_token_prefix, lock_token_sql
 
 #: Source inbox versions one ``forward_new`` step covers at most.
 VERSION_WINDOW = 256
@@ -67,13 +68,18 @@ def txn_version(store, app_id: str) -> int:
     return int(found.get()) if found.isDefined() else -1
 
 
-def destination_rows(rows, dest: Destination, now: datetime):
+def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bool = False):
     """Inbox rows of ``dest`` for message rows ``rows`` (ordered by ``seq``): partition by
     PART-2 (PART-8: the partition key travels), enqueued now (a scheduled message keeps its
-    time), one more hop, the destination's TTL cap applied."""
+    time), one more hop, the destination's TTL cap applied. Dead letters start a new life:
+    their time to live ended with the dead-letter queue (TTL-8), so only the destination's
+    default applies to them."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if dead_letters:
+        rows = (rows.withColumn("time_to_live_ms", F.lit(None).cast("bigint"))
+                .withColumn("expires_at", F.lit(None).cast("timestamp")))
     now_sql = sql_literal(now)
     partitions = dest.store.partitions
     if partitions == 1:
@@ -94,9 +100,12 @@ def destination_rows(rows, dest: Destination, now: datetime):
     if dest.ttl_cap is not None:
         cap_ms = int(dest.ttl_cap / timedelta(milliseconds=1))
         capped = F.expr(f"timestamp_micros(unix_micros(enqueued_time) + {cap_ms * 1000})")
-        out = (out.withColumn("expires_at", F.least(F.coalesce("expires_at", capped), capped))
+        # As a send does (TTL-3): a message's own TTL is cut to the cap; one without keeps
+        # none, and the destination's default applies when it is received (TTL-7).
+        own = F.col("time_to_live_ms").isNotNull()
+        out = (out.withColumn("expires_at", F.when(own, F.least("expires_at", capped)))
                .withColumn("time_to_live_ms",
-                           F.least(F.coalesce("time_to_live_ms", F.lit(cap_ms)), F.lit(cap_ms))))
+                           F.when(own, F.least("time_to_live_ms", F.lit(cap_ms)))))
     out = out.withColumn("idx", (F.row_number().over(
         Window.partitionBy("pid").orderBy("seq")) - 1).cast("int"))
     return out.select(*INBOX_NAMES)
@@ -116,21 +125,25 @@ def _hop_limited():
 
 # -- new inbox rows ------------------------------------------------------------------------------
 
-def forward_new(source, dest: Destination, now: datetime) -> int:
-    """Move everything past the source's frontiers; returns the messages forwarded."""
+def forward_new(source, dest: Destination, policy: Policy, now: datetime) -> int:
+    """Move everything past the source's frontiers; returns the messages forwarded. Messages
+    that expired before they moved are dead-lettered or dropped as a receive would (by the
+    source's ``policy``), so the forwarder and the expiry sweep agree on them."""
     total = 0
     while True:
-        moved, more = retry(lambda: _new_step(source, dest, now),
+        moved, more = retry(lambda: _new_step(source, dest, policy, now),
                             what=f"forward from {source.folder}")
         total += moved
         if not more:
             return total
 
 
-def _classified(source, frontiers, hi: int, tombstone_keys):
+def _classified(source, frontiers, hi: int, tombstone_keys, policy: Policy, now: datetime):
     """The source's inbox rows past ``frontiers`` up to version ``hi`` with ``_fwd`` (to
-    forward) and ``_dead`` (to dead-letter here: a filter failed, or a fifth hop), cancelled
-    ones and pings left out; checkpointed, with the count per (``_fwd``, pid)."""
+    forward) and ``_dead`` (to dead-letter here: a filter failed, a fifth hop, expired under
+    dead-lettering on expiration), cancelled ones, pings and dropped expired ones left out;
+    checkpointed, with the count per (``_fwd``, pid). The same arguments give the same rows
+    (a recovery classifies a range with the time it was marked at)."""
     from pyspark.sql import functions as F
 
     lo = min(start_version(f) for f in frontiers.values())
@@ -146,22 +159,37 @@ def _classified(source, frontiers, hi: int, tombstone_keys):
     if "dead_letter_reason" not in rows.columns:
         rows = (rows.withColumn("dead_letter_reason", F.lit(None).cast("string"))
                 .withColumn("dead_letter_error_description", F.lit(None).cast("string")))
-    dead = F.col("dead_letter_reason").isNotNull() | _hop_limited()
-    rows = (rows.withColumn("_dead", live & dead).withColumn("_fwd", live & ~dead)
+    expired = F.expr(expired_sql(policy, now, dead_letter=False))
+    failed = F.col("dead_letter_reason").isNotNull()
+    if policy.dead_letter_on_expiration:
+        rows = (rows.withColumn("dead_letter_error_description", F.when(
+                    ~failed & expired, F.lit(TTL_EXPIRED_DESCRIPTION))
+                    .otherwise(F.col("dead_letter_error_description")))
+                .withColumn("dead_letter_reason", F.when(~failed & expired,
+                                                         F.lit(TTL_EXPIRED_REASON))
+                            .otherwise(F.col("dead_letter_reason"))))
+        dead = F.col("dead_letter_reason").isNotNull() | _hop_limited()
+        keep = F.lit(True)
+    else:
+        dead = failed | (_hop_limited() & ~expired)
+        keep = failed | ~expired
+    rows = (rows.withColumn("_dead", live & keep & dead)
+            .withColumn("_fwd", live & keep & ~dead)
             .where("_fwd OR _dead").localCheckpoint(eager=True))
     counts = {(r._fwd, r.pid): r.n for r in rows.groupBy("_fwd", "pid")
               .agg(F.count(F.lit(1)).alias("n")).collect()}
     return rows, counts
 
 
-def _new_step(source, dest: Destination, now: datetime):
+def _new_step(source, dest: Destination, policy: Policy, now: datetime):
     """One range of versions: (messages forwarded, whether versions are left)."""
     from pyspark.sql import functions as F
 
     app_id = forwarding_id(source)
     found = (source.messages()
              .where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')")
-             .select("pid", "k", "kind", "seq", "rev", "lock_token").collect())
+             .select("pid", "k", "kind", "seq", "rev", "lock_token",
+                     F.expr("unix_micros(locked_until)").alias("marked_at")).collect())
     current = {r.pid: r for r in found if r.kind == FRONTIER}
     tombstones = [r.k for r in found if r.kind == MSG]
     done = txn_version(dest.store, app_id)
@@ -173,12 +201,14 @@ def _new_step(source, dest: Destination, now: datetime):
         hi = max(version_of(r.seq) for r in marked.values())
         olds = {p: marked_from(r.lock_token) for p, r in marked.items()
                 if version_of(r.seq) == hi}
-        rows, counts = _classified(source, olds, hi, tombstones)
+        then = datetime.fromtimestamp(
+            max(r.marked_at for r in marked.values()) / 1e6, timezone.utc)
+        rows, counts = _classified(source, olds, hi, tombstones, policy, then)
         forwarded = sum(n for (fwd, _), n in counts.items() if fwd)
         if not forwarded:  # cannot be: a range is marked only when it has rows to append
             raise RuntimeError(f"forwarding mark of {source.messages_path} at version {hi} "
                                "covers no message to forward")
-        _append(dest, destination_rows(rows.where("_fwd"), dest, now), app_id, hi)
+        _append(dest, destination_rows(rows.where("_fwd"), dest, then), app_id, hi)
         return forwarded, True
 
     # 2. The next range: mark it (frontiers moved, the old ones kept in the mark, dead letters
@@ -192,7 +222,8 @@ def _new_step(source, dest: Destination, now: datetime):
     hi = min(latest, lo + VERSION_WINDOW - 1)
     while True:
         pids = sorted(p for p, s in lagging.items() if s <= hi)
-        rows, counts = _classified(source, {p: frontiers[p] for p in pids}, hi, tombstones)
+        rows, counts = _classified(source, {p: frontiers[p] for p in pids}, hi, tombstones,
+                                   policy, now)
         per_pid = {}
         for (fwd, p), n in counts.items():
             if fwd:
@@ -203,15 +234,17 @@ def _new_step(source, dest: Destination, now: datetime):
             break
         hi = lo + (hi - lo) // 2
     forwarded = sum(per_pid.values())
-    # Marked only when something is to be appended (else there is nothing to recover).
+    # Marked (with the time it was marked at, which a recovery classifies with) only when
+    # something is to be appended: else there is nothing to recover.
     values = ", ".join(
         f"({p}, CAST({frontier_at(p, hi)} AS BIGINT), "
         f"CAST({sql_literal(current[p].rev if p in current else None)} AS BIGINT), "
-        f"CAST({sql_literal(mark(frontiers[p]) if forwarded else None)} AS STRING))"
+        f"CAST({sql_literal(mark(frontiers[p]) if forwarded else None)} AS STRING), "
+        f"CAST({sql_literal(now if forwarded else None)} AS TIMESTAMP))"
         for p in pids)
     fronts = source.spark.sql(
-        f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev, lock_token)").select(
-        "pid", "seq", "_rev", "lock_token", F.lit("f").alias("k"),
+        f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev, lock_token, locked_until)").select(
+        "pid", "seq", "_rev", "lock_token", "locked_until", F.lit("f").alias("k"),
         F.lit(FRONTIER).alias("kind"), F.coalesce("_rev", F.lit(0)).cast("bigint").alias("rev"),
         F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update")).alias("_op"))
     plan = to_source(fronts)
@@ -239,13 +272,14 @@ def _new_step(source, dest: Destination, now: datetime):
 
 # -- registered rows -------------------------------------------------------------------------------
 
-def forward_registered(source, dest: Destination, now: datetime, *,
+def forward_registered(source, dest: Destination, policy: Policy, now: datetime, *,
                        dead_letters: bool = False, batch: int = REGISTERED_BATCH) -> int:
     """Move the source table's registered messages (``source`` is a dead-letter store when
-    ``dead_letters``); returns the messages forwarded. Rows locked by a receiver wait."""
+    ``dead_letters``); returns the messages forwarded. Rows locked by a receiver wait;
+    expired ones are left to the expiry sweep (by the source's ``policy``)."""
     total = 0
     while True:
-        moved = retry(lambda: _registered_step(source, dest, now, dead_letters, batch),
+        moved = retry(lambda: _registered_step(source, dest, policy, now, dead_letters, batch),
                       what=f"forward registered messages of {source.messages_path}")
         if moved is None:
             return total
@@ -256,8 +290,8 @@ def _batch_id(token_col: str = "lock_token") -> str:
     return f"substr({token_col}, 1, 18)"
 
 
-def _registered_step(source, dest: Destination, now: datetime, dead_letters: bool,
-                     batch: int) -> Optional[int]:
+def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
+                     dead_letters: bool, batch: int) -> Optional[int]:
     """One batch: finish one found in flight, or mark, append and delete a new one. None when
     nothing is left to do."""
     from pyspark.sql import functions as F
@@ -280,7 +314,9 @@ def _registered_step(source, dest: Destination, now: datetime, dead_letters: boo
             apply_df(source, as_ops(back, "update").drop("_out"), pids, now)
             return 0
     states = f"'{ACTIVE}', '{DEFERRED}', '{SCHEDULED}'"
-    free = m.where(f"kind = '{MSG}' AND state IN ({states}) AND {free_sql(now)}")
+    expired = expired_sql(policy, now, dead_letter=dead_letters)
+    free = m.where(f"kind = '{MSG}' AND state IN ({states}) AND {free_sql(now)} "
+                   f"AND NOT ({expired})")
     if dead_letters:
         free = free.where(~_hop_limited())  # a dead letter at its hop limit stays here
     prefix = lock_token_prefix()
@@ -310,7 +346,8 @@ def _registered_step(source, dest: Destination, now: datetime, dead_letters: boo
         return 0
     moving = plan.where("NOT _dead").drop("_dead")
     batch_id = lock_token(prefix, 0)[:18]  # what _batch_id() reads back from the tokens
-    _append(dest, destination_rows(moving, dest, now), f"{app_id}:{batch_id}", 0)
+    _append(dest, destination_rows(moving, dest, now, dead_letters=dead_letters),
+            f"{app_id}:{batch_id}", 0)
     # Marked at rev + 1 by the update above.
     apply_df(source, as_ops(moving.withColumn("rev", F.col("rev") + 1), "delete").drop("_out"),
              pids, now)

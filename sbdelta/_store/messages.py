@@ -175,14 +175,18 @@ class MessageStore:
         return reads.kept_frontiers(self)
 
     # -- forwarding (FWD-2) --------------------------------------------------------------------
-    def forward_new(self, dest: "forward.Destination", now: datetime) -> int:
-        """Move what was sent here past the frontiers into ``dest``'s inbox."""
-        return forward.forward_new(self, dest, now)
+    def forward_new(self, dest: "forward.Destination", policy: Policy, now: datetime) -> int:
+        """Move what was sent here past the frontiers into ``dest``'s inbox (expired
+        messages are dead-lettered or dropped by ``policy``, as a receive would)."""
+        return forward.forward_new(self, dest, policy, now)
 
-    def forward_registered(self, dest: "forward.Destination", now: datetime) -> int:
+    def forward_registered(self, dest: "forward.Destination", policy: Policy,
+                           now: datetime) -> int:
         """Move registered messages (of this table: a dead-letter store moves its dead
-        letters) into ``dest``'s inbox; messages locked by a receiver wait."""
-        return forward.forward_registered(self, dest, now, dead_letters=self.dead_letter)
+        letters) into ``dest``'s inbox; messages locked by a receiver wait, expired ones are
+        the sweep's."""
+        return forward.forward_registered(self, dest, policy, now,
+                                          dead_letters=self.dead_letter)
 
     # -- maintenance ---------------------------------------------------------------------------
     def sweep(self, policy: Policy, now: datetime, *, batch: int = expiry.DEFAULT_BATCH,

@@ -12,9 +12,13 @@ from datetime import timedelta
 import pytest
 
 from sbdelta import ServiceBusMessage, ServiceBusSubQueue
+from sbdelta._entity import EntityResolver
+from sbdelta._namespace import Namespace
 from sbdelta._store import PID_SHIFT, forward as forward_module
 from sbdelta.exceptions import ServiceBusInvalidOperationError
 from sbdelta.maintenance import forward_messages
+
+from jobs.forward_messages import main as forward_job
 
 from ..conftest import START, receive_all
 
@@ -114,15 +118,21 @@ def test_fwd_3_a_fifth_hop_is_dead_lettered(client, admin):
 
 
 def test_fwd_2_maintenance_moves_what_a_source_held_before_it_forwarded(
-        client, admin, clock, ns, spark):
+        client, admin, clock, ns, spark, capsys):
     src, dest, dead_dest = name("src"), name("dest"), name("dlqdest")
     admin.create_queue(dest)
     admin.create_queue(dead_dest)
-    admin.create_queue(src, lock_duration=timedelta(seconds=30))
+    admin.create_queue(src, lock_duration=timedelta(seconds=30),
+                       dead_lettering_on_message_expiration=True)
     client.get_queue_sender(src).send_messages(
         [ServiceBusMessage(f"m{i}", message_id=f"id{i}") for i in range(6)])
     receiver = client.get_queue_receiver(src)
     taken = receive_all(receiver, 4, batch=4)[:4]
+    # One more, never received, that expires before forwarding starts: the forwarder
+    # dead-letters it as a receive or the sweep would (TTL-6), it is not forwarded.
+    client.get_queue_sender(src).send_messages(
+        ServiceBusMessage("short", message_id="short", time_to_live=timedelta(seconds=10)))
+    clock.advance(timedelta(seconds=11))
     receiver.abandon_message(taken[0])              # registered, free again
     receiver.defer_message(taken[1])                # deferred
     receiver.dead_letter_message(taken[2], reason="bad")  # a dead letter
@@ -132,19 +142,23 @@ def test_fwd_2_maintenance_moves_what_a_source_held_before_it_forwarded(
                        forward_dead_lettered_messages_to=dead_dest)
     report = forward_messages(ns, spark=spark, clock=clock, entities=[src])
     [moved] = report.entities
-    assert (moved.forwarded, moved.dead_letters_forwarded) == (4, 1)
-    assert "dead letters 1" in str(report)
+    assert (moved.forwarded, moved.dead_letters_forwarded) == (4, 2)
+    assert "dead letters 2" in str(report)
     # The locked message waits for its lock to end, then moves too.
-    clock.advance(timedelta(seconds=31))
+    clock.advance(timedelta(seconds=20))
     report = forward_messages(ns, spark=spark, clock=clock, entities=[src])
     assert [(e.forwarded, e.dead_letters_forwarded) for e in report.entities] == [(1, 0)]
     assert forward_messages(ns, spark=spark, clock=clock, entities=[src]).totals() == \
         {"forwarded": 0, "dead_letters_forwarded": 0}
+    # The job's entry point, as a dry run: it names the source and its destination.
+    assert forward_job(["--namespace", ns, "--entity", src, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"{src}" in out and f"0 -> {dest}" in out and "(dry run)" in out
     got = sorted(m.message_id for m in received(client, dest, 5))
     assert got == sorted({"id0", "id1", "id2", "id3", "id4", "id5"} - {taken[2].message_id})
     assert held.message_id in got
-    [dead] = received(client, dead_dest, 1)
-    assert dead.message_id == taken[2].message_id
+    dead = {m.message_id: m for m in received(client, dead_dest, 2)}
+    assert sorted(dead) == sorted([taken[2].message_id, "short"])
     assert client.get_queue_receiver(src).peek_messages(10) == []
     dlq = client.get_queue_receiver(src, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
     assert dlq.peek_messages(10) == []
@@ -155,7 +169,7 @@ class Crash(Exception):
 
 
 def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
-        client, admin, clock, monkeypatch):
+        client, admin, clock, monkeypatch, ns, spark):
     """Crash points: new rows after the source's commit and before the destination's append;
     registered rows after the mark (append lost) and after the append (delete lost)."""
     src, dest = name("src"), name("dest")
@@ -171,9 +185,10 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
         [ServiceBusMessage(f"new{i}", message_id=f"new{i}", partition_key=f"k{i}")
          for i in range(5)])
     admin.update_queue(admin.get_queue(src), forward_to=dest)
-    resolver = client._conn.entities
+    resolver = EntityResolver(Namespace(ns, spark=spark, clock=clock))
     source = resolver.queue(src)
     target = forward_module.Destination(resolver.queue(dest).store, None, False)
+    policy = source.policy
     real_append = forward_module._append
 
     def lose_append(*args):
@@ -185,20 +200,21 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
 
     monkeypatch.setattr(forward_module, "_append", lose_append)
     with pytest.raises(Crash):
-        source.store.forward_new(target, clock.now())
+        source.store.forward_new(target, policy, clock.now())
     with pytest.raises(Crash):
-        source.store.forward_registered(target, clock.now())
+        source.store.forward_registered(target, policy, clock.now())
     monkeypatch.setattr(forward_module, "_append", real_append)
-    assert source.store.forward_new(target, clock.now()) == 5  # the marked range, once
-    assert source.store.forward_new(target, clock.now()) == 0
+    assert source.store.forward_new(target, policy, clock.now()) == 5  # the marked range, once
+    assert source.store.forward_new(target, policy, clock.now()) == 0
     # The marked batch's append never landed: it waits for its mark to run out...
-    assert source.store.forward_registered(target, clock.now()) == 0
+    assert source.store.forward_registered(target, policy, clock.now()) == 0
     clock.advance(timedelta(hours=1, seconds=1))
     monkeypatch.setattr(forward_module, "_append", lose_after_append)
     with pytest.raises(Crash):  # ...then comes back and moves; this time the delete is lost
-        source.store.forward_registered(target, clock.now())
+        source.store.forward_registered(target, policy, clock.now())
     monkeypatch.setattr(forward_module, "_append", real_append)
-    assert source.store.forward_registered(target, clock.now()) == 0  # finished, not repeated
+    # Finished (the batch deleted), not repeated.
+    assert source.store.forward_registered(target, policy, clock.now()) == 0
     got = sorted(m.message_id for m in received(client, dest, 8))
     assert got == sorted([f"old{i}" for i in range(3)] + [f"new{i}" for i in range(5)])
     assert client.get_queue_receiver(src).peek_messages(10) == []

@@ -56,12 +56,12 @@ def _receiver(client, admin, spec):
 def main(argv):
     mode, namespace, queues, log_path = argv[:4]
     queues = queues.split(",")
-    from sbdelta import ServiceBusClient, ServiceBusMessage
+    from sbdelta import ServiceBusClient, ServiceBusMessage, SystemClock
     from sbdelta.exceptions import MessageLockLostError
     from sbdelta.management import ServiceBusAdministrationClient
 
-    client = ServiceBusClient(namespace)
-    clock = client._ns.clock
+    clock = SystemClock()
+    client = ServiceBusClient(namespace, clock=clock)
     with open(log_path, "a") as log:
         _log(log, event="ready", pid=os.getpid())
         _wait_for_go()
