@@ -48,6 +48,10 @@ class Sizes:
                                               # 10% per subscription >= topic_receive)
     topic_receive: int = 10                   # messages per filtered subscription receive
     topic_filtered_subscriptions: int = 2     # subscriptions, each a 10% SQL filter
+    topic_fanout: int = 0                     # messages of the fan-out drain's topic (0: not
+                                              # run; tiny mode leaves it to quick and full)
+    topic_fanout_subscriptions: int = 2       # subscriptions it drains (every message each)
+    topic_fanout_batch: int = 100             # messages per receive_dataframe/complete
     skip: Sequence[str] = ()                  # workloads left out unless named in --only
 
 
@@ -65,7 +69,8 @@ MODES: Dict[str, Sizes] = {
                    drain_batch=5000, drain_reps=3, contention_seconds=15,
                    contention_prefill=3000, contention_batch=200, maintenance_batch=50,
                    topic_send=10000, topic_subscriptions=(1, 10), topic_backlog=20000,
-                   topic_receive=1000, topic_filtered_subscriptions=10,
+                   topic_receive=1000, topic_filtered_subscriptions=10, topic_fanout=10000,
+                   topic_fanout_subscriptions=10, topic_fanout_batch=5000,
                    # issue 4's 20-round maintenance benchmark alone takes ~8.5 minutes here:
                    # quick mode runs it only when asked (--only maintenance).
                    skip=("maintenance",)),
@@ -76,7 +81,8 @@ MODES: Dict[str, Sizes] = {
                   drain_chunk=100000, drain_batch=100000, drain_reps=3,
                   contention_seconds=120, contention_prefill=20000, contention_batch=500,
                   topic_send=10000, topic_subscriptions=(1, 10, 100), topic_backlog=100000,
-                  topic_receive=10000, topic_filtered_subscriptions=10),
+                  topic_receive=10000, topic_filtered_subscriptions=10, topic_fanout=100000,
+                  topic_fanout_subscriptions=10, topic_fanout_batch=100000),
 }
 
 

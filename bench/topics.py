@@ -10,6 +10,9 @@ Rows:
   subscription's SQL filter matching 10% (``g = i``), against ``receive_dataframe R`` from a
   queue (target <= 1.3x). Each repetition reads another subscription (its 10% of the backlog
   is at least R).
+- ``fan-out drain``: a topic of F messages and S subscriptions (every message in each), each
+  subscription drained by ``receive_dataframe`` + ``complete_messages`` in batches: messages
+  settled per second over all S subscriptions, against the same drain of a queue of F messages.
 """
 
 from __future__ import annotations
@@ -87,4 +90,50 @@ def run_topics(bench) -> List[Row]:
         f"topic backlog {backlog:,}", r, sb, base, f"receive_dataframe {r:,} from a queue",
         subscriptions=subs, backlog=backlog, series="subscription receive"))
     bench.echo(f"  subscription receive {r}: {median(sb):.2f} s vs queue {median(base):.2f} s")
+    if s.topic_fanout:
+        rows.append(_fanout_drain(bench))
     return rows
+
+
+def _drained(receiver, expected: int, batch: int) -> int:
+    done = 0
+    while done < expected:  # stop at the last message, like the queue drain
+        df = receiver.receive_dataframe(batch)
+        if df.count() == 0:
+            break
+        done += receiver.complete_messages(df)
+    if done != expected:
+        raise RuntimeError(f"fan-out drain: completed {done} of {expected}")
+    return done
+
+
+def _fanout_drain(bench) -> Row:
+    s = bench.sizes
+    f, subs, batch = s.topic_fanout, s.topic_fanout_subscriptions, s.topic_fanout_batch
+    sb, base = [], []
+    for rep in range(s.reps):
+        topic = f"topicf{next(bench._names)}"
+        bench.admin.create_topic(topic)
+        for i in range(subs):
+            bench.admin.create_subscription(topic, f"f{i}", lock_duration=LOCK)
+        sender = bench.client.get_topic_sender(topic)
+        for at in range(0, f, s.backlog_chunk):  # untimed: the drain is measured
+            sender.send_dataframe(_tagged(bench, min(s.backlog_chunk, f - at), start=at))
+        queue = bench.queue("tqf")
+        bench.fill(queue, f, s.backlog_chunk)
+        with Timer() as t:
+            for i in range(subs):
+                _drained(bench.client.get_subscription_receiver(topic, f"f{i}"), f, batch)
+        sb.append(t.seconds)
+        with Timer() as t:
+            _drained(bench.client.get_queue_receiver(queue), f, batch)
+        base.append(t.seconds)
+    row = Row("topics", f"fan-out drain: {f:,} messages x {subs} subscriptions, "
+              f"receive_dataframe + complete_messages of {batch:,}", "msgs/s", True,
+              f * subs / median(sb), baseline=f / median(base),
+              baseline_name=f"the same drain of a queue of {f:,}",
+              params=dict(messages=f, subscriptions=subs, batch=batch, series="fan-out drain"),
+              samples={"sbdelta_seconds": sb, "baseline_seconds": base})
+    bench.echo(f"  fan-out drain {f} x {subs}: {row.sbdelta:,.0f} msgs/s vs queue "
+               f"{row.baseline:,.0f}")
+    return row

@@ -25,6 +25,12 @@ if "orders" not in [t.name for t in admin.list_topics()]:
     admin.create_subscription("orders", "tiers")
     admin.create_rule("orders", "tiers", "gold", filter=SqlRuleFilter("amount > 500"),
                       action=SqlRuleAction("SET tier = 'gold'; REMOVE region"))
+    # Auto-forwarding: EU orders go on to a queue (the subscription itself cannot be received
+    # from; the send moves them before it returns).
+    admin.create_queue("eu-orders")
+    admin.create_subscription("orders", "eu", forward_to="eu-orders",
+                              default_rule=RuleProperties("orders", "eu", "eu",
+                                                          filter=SqlRuleFilter("region = 'eu'")))
 
 # COMMAND ----------
 client = ServiceBusClient(NAMESPACE)
@@ -52,4 +58,8 @@ for sub in ("big-eu", "refunds", "tiers"):
     got = r.receive_messages(max_message_count=100)
     print(sub, [(str(m), dict(m.application_properties or {})) for m in got])
     r.complete_messages(got)
+eu = client.get_queue_receiver("eu-orders")
+forwarded = eu.receive_messages(max_message_count=100)
+print("eu-orders (forwarded)", [str(m) for m in forwarded])
+eu.complete_messages(forwarded)
 print(admin.get_subscription_runtime_properties("orders", "audit"))

@@ -49,7 +49,7 @@ class ActivityTracker:
 def last_activity(ns, folders: Iterable[str]) -> Optional[datetime]:
     """The newest activity time recorded under any of ``folders`` (None if none)."""
     jvm = ns.spark.sparkContext._jvm
-    fs = ns._hadoop_fs()
+    fs = ns.hadoop_fs()
     newest: Optional[datetime] = None
     for folder in folders:
         path = jvm.org.apache.hadoop.fs.Path(f"{folder}/{FOLDER}")
@@ -66,7 +66,7 @@ def last_activity(ns, folders: Iterable[str]) -> Optional[datetime]:
 
 def _write_text(ns, uri: str, text: str) -> None:
     jvm = ns.spark.sparkContext._jvm
-    out = ns._hadoop_fs().create(jvm.org.apache.hadoop.fs.Path(uri), True)
+    out = ns.hadoop_fs().create(jvm.org.apache.hadoop.fs.Path(uri), True)
     try:
         out.write(bytearray(text.encode("utf-8")))
     finally:
@@ -75,7 +75,7 @@ def _write_text(ns, uri: str, text: str) -> None:
 
 def _read_text(ns, path) -> str:
     jvm = ns.spark.sparkContext._jvm
-    stream = ns._hadoop_fs().open(path)
+    stream = ns.hadoop_fs().open(path)
     try:
         return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8").strip()
     finally:

@@ -123,7 +123,7 @@ class EntityResolver:
 
     def _registry_version(self) -> int:
         registry = self._ns.registry
-        if not registry._exists():
+        if not registry.exists():
             return -1
         return latest_version(self._ns.spark, registry.path)
 

@@ -16,6 +16,7 @@ import binascii
 import json
 import math
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
@@ -732,6 +733,46 @@ def decode_properties(text: Optional[str]) -> Dict[str, Any]:
         raise InvalidMessageError(
             f"stored application properties are a JSON {_type_name(raw)}, not an object")
     return {key: _decode_value(key, value) for key, value in raw.items()}
+
+
+# -- what a receiver records on the messages it hands out (sbdelta/_receiver.py) ---------------
+def received_message(*, receiver: object, peeked: bool,
+                     receive_mode: Union[ServiceBusReceiveMode, str],
+                     lock_acquired_at: datetime, **fields: Any) -> ServiceBusReceivedMessage:
+    """A message as ``receiver`` hands it out: stored ``fields`` (see
+    ``ServiceBusReceivedMessage._from_fields``), who received it, how, and when its lock was
+    taken (SETTLE-7 compares that with the entity's last update)."""
+    message = ServiceBusReceivedMessage._from_fields(
+        receiver=receiver, peeked=peeked, receive_mode=receive_mode, **fields)
+    message._lock_acquired_at = lock_acquired_at
+    return message
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How a received message was handed out, and whether it was settled since."""
+
+    receiver: object
+    peeked: bool
+    settled: bool
+    lock_acquired_at: Optional[datetime]
+
+
+def delivery(message: ServiceBusReceivedMessage) -> Delivery:
+    return Delivery(message._receiver, message._peeked, message._settled,
+                    getattr(message, "_lock_acquired_at", None))
+
+
+def mark_settled(message: ServiceBusReceivedMessage) -> None:
+    """Its receiver settled it: nothing more may be done with its lock."""
+    message._settled = True
+
+
+def mark_renewed(message: ServiceBusReceivedMessage, locked_until: datetime,
+                 at: datetime) -> None:
+    """Its lock was renewed at ``at`` until ``locked_until``."""
+    message._set_lock(message.lock_token, locked_until)
+    message._lock_acquired_at = at
 
 
 def is_settled(message: ServiceBusReceivedMessage) -> bool:

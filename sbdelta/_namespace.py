@@ -76,7 +76,7 @@ class Namespace:
         """A URI below the root; parts must already be safe storage keys."""
         return "/".join([self.root, *parts])
 
-    def _hadoop_fs(self):
+    def hadoop_fs(self):
         if self._fs is None:
             jvm = self.spark.sparkContext._jvm
             conf = self.spark.sparkContext._jsc.hadoopConfiguration()
@@ -92,7 +92,7 @@ class Namespace:
         """Create the root folder if missing; raise if the file system refuses."""
         jvm = self.spark.sparkContext._jvm
         try:
-            self._hadoop_fs().mkdirs(jvm.org.apache.hadoop.fs.Path(self.root))
+            self.hadoop_fs().mkdirs(jvm.org.apache.hadoop.fs.Path(self.root))
         except ServiceBusConnectionError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -101,13 +101,13 @@ class Namespace:
 
     def exists(self, uri: str) -> bool:
         jvm = self.spark.sparkContext._jvm
-        return bool(self._hadoop_fs().exists(jvm.org.apache.hadoop.fs.Path(uri)))
+        return bool(self.hadoop_fs().exists(jvm.org.apache.hadoop.fs.Path(uri)))
 
     def remove_tree(self, uri: str) -> None:
         """Delete a folder recursively (best effort: orphans are left to maintenance)."""
         jvm = self.spark.sparkContext._jvm
         try:
-            self._hadoop_fs().delete(jvm.org.apache.hadoop.fs.Path(uri), True)
+            self.hadoop_fs().delete(jvm.org.apache.hadoop.fs.Path(uri), True)
         except Exception:  # noqa: BLE001 - data is already unreachable from the registry
             pass
 

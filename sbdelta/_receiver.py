@@ -14,8 +14,8 @@ from ._handler import Connection, Handler, positive_int, wait_seconds
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import (ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
-                       ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties,
-                       encode_properties)
+                       ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
+                       encode_properties, mark_renewed, mark_settled, received_message)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
                      MessageStore, Settlement, seq_of_token)
 from .exceptions import (MessageAlreadySettled, MessageLockLostError,
@@ -90,7 +90,9 @@ class ServiceBusReceiver(Handler):
         if state == ACTIVE and get.get("scheduled_enqueue_time") is not None \
                 and visible > self._now():
             state = SCHEDULED
-        message = ServiceBusReceivedMessage._from_fields(
+        return received_message(
+            receiver=self, peeked=peeked, receive_mode=self._mode,
+            lock_acquired_at=self._now(),
             body=bytes(get.get("body") or b""),
             application_properties=props,
             session_id=get.get("session_id"),
@@ -116,11 +118,6 @@ class ServiceBusReceiver(Handler):
             state=ServiceBusMessageState[{DEFERRED: "DEFERRED", SCHEDULED: "SCHEDULED"}
                                          .get(state, "ACTIVE")],
         )
-        message._receiver = self
-        message._peeked = peeked
-        message._receive_mode = self._mode
-        message._lock_acquired_at = self._now()
-        return message
 
     # -- receive -------------------------------------------------------------------------------
     def _check_not_forwarding(self, entity: Entity) -> None:
@@ -246,14 +243,15 @@ class ServiceBusReceiver(Handler):
             raise ServiceBusInvalidOperationError(
                 "messages received in RECEIVE_AND_DELETE mode are already settled; settlement "
                 "needs PEEK_LOCK")
-        if message._peeked:
+        handed = delivery(message)
+        if handed.peeked:
             raise ServiceBusInvalidOperationError(
                 "a peeked message cannot be settled: it is not locked. Receive it in PEEK_LOCK "
                 "mode first")
-        if message._receiver is not self:
+        if handed.receiver is not self:
             raise ServiceBusInvalidOperationError(
                 "this message was received by another receiver; settle it with that receiver")
-        if message._settled:
+        if handed.settled:
             raise MessageAlreadySettled(
                 f"message {message.sequence_number} was already settled by this receiver")
         return message
@@ -267,7 +265,7 @@ class ServiceBusReceiver(Handler):
         entity = self._entity()
         for m in messages:
             # SETTLE-7: a property change of the queue after the lock was taken voids the lock.
-            if entity.updated_at > m._lock_acquired_at:
+            if entity.updated_at > delivery(m).lock_acquired_at:
                 raise MessageLockLostError(
                     f"the lock on message {m.sequence_number} was lost: {self._ref.label} "
                     f"was updated at {entity.updated_at.isoformat()} after the message was "
@@ -290,10 +288,9 @@ class ServiceBusReceiver(Handler):
                                    what=f"{action} on {self.entity_path}")
         for m in messages:
             if action == "renew":
-                m._set_lock(m.lock_token, settlement.locked_until)
-                m._lock_acquired_at = now
+                mark_renewed(m, settlement.locked_until, now)
             else:
-                m._settled = True
+                mark_settled(m)
 
     def _settlement(self, entity: Entity, action: str, now: datetime,
                     reason: Optional[str] = None,

@@ -63,7 +63,13 @@ def _peek_layer(store, n: int, from_seq: int, p: int):
         if df is not None and counts:
             if "dead_letter_reason" in df.columns:  # bound for the dead-letter queue
                 df = df.where("dead_letter_reason IS NULL")
+            # Cancelled before registration (TOPIC-6 / schedule.cancel_scheduled): a
+            # tombstone under the key of the message's position hides it (and its copies).
+            tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select(
+                F.col("k").alias("_tk"))
             new = (df.where(f"seq >= {from_seq}").withColumn("k", F.expr(key_sql("seq")))
+                   .withColumn("_tk", F.expr(key_sql("pos")))
+                   .join(tombstones, "_tk", "left_anti")
                    .withColumn("visible_at",
                                F.coalesce("scheduled_enqueue_time", "enqueued_time"))
                    .where(f"kind = '{MSG}'")

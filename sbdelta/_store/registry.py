@@ -47,7 +47,7 @@ class Registry:
                          properties=schema.tblproperties(schema.REGISTRY_PROPERTIES))
             self._known_to_exist = True
 
-    def _exists(self) -> bool:
+    def exists(self) -> bool:
         if not self._known_to_exist:
             from delta.tables import DeltaTable
 
@@ -55,7 +55,7 @@ class Registry:
         return self._known_to_exist
 
     def _read(self, where: str) -> List[RegistryRow]:
-        if not self._exists():
+        if not self.exists():
             return []
         # Sorted here, not by Spark: the registry is small, and a Spark sort adds two jobs
         # (the range partitioner's sample and the shuffle) to every read.
@@ -175,7 +175,7 @@ class Registry:
 
     def delete(self, key: str, kind: str) -> bool:
         """Delete ``key`` and every entity below it in one commit; False if it did not exist."""
-        if not self._exists():
+        if not self.exists():
             return False
         condition = f"(key = {sql_literal(key)} AND kind = {sql_literal(kind)})"
         if kind in ("topic", "subscription"):  # children's keys are "<parent key>:..."

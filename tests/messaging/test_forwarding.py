@@ -37,8 +37,7 @@ def name(prefix):
 def received(client, queue_name, expected):
     receiver = client.get_queue_receiver(queue_name)
     got = receive_all(receiver, expected, batch=20, tries=10) if expected else []
-    for m in got:
-        receiver.complete_message(m)
+    receiver.complete_messages(got)  # one commit
     assert receiver.receive_messages(20) == []
     return got
 

@@ -178,7 +178,7 @@ def test_cancel_after_registration_also_works(client, queue, clock):
 @pytest.mark.parametrize("registered", [False, True], ids=["in-inbox", "registered"])
 def test_cancel_counts_leave_the_cancelled_message_out(client, queue, admin, registered):
     """Issue 12 (2): after cancelling 1 of 3 scheduled messages, 2 are counted as scheduled,
-    whether the cancel met them in the inbox or registered."""
+    and peeked, whether the cancel met them in the inbox or registered."""
     name = queue()
     sender = client.get_queue_sender(name)
     seqs = sender.schedule_messages([ServiceBusMessage(str(i)) for i in range(3)],
@@ -190,6 +190,8 @@ def test_cancel_counts_leave_the_cancelled_message_out(client, queue, admin, reg
     sender.cancel_scheduled_messages(seqs[1])
     counts = admin.get_queue_runtime_properties(name)
     assert (counts.scheduled_message_count, counts.active_message_count) == (2, 1)
+    peeked = client.get_queue_receiver(name).peek_messages(10)
+    assert [m.sequence_number for m in peeked if str(m) != "now"] == [seqs[0], seqs[2]]
 
 
 def test_cancel_of_a_number_that_is_not_scheduled_here_raises_and_changes_nothing(

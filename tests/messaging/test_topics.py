@@ -46,8 +46,7 @@ def drain(client, topic, sub, expected, **kwargs):
     """Receive and complete until ``expected`` messages came (then one more look)."""
     receiver = client.get_subscription_receiver(topic, sub, **kwargs)
     got = receive_all(receiver, expected, batch=20, tries=10) if expected else []
-    for m in got:
-        receiver.complete_message(m)
+    receiver.complete_messages(got)  # one commit
     assert receiver.receive_messages(20) == []
     return bodies(got)
 
@@ -64,8 +63,7 @@ def test_topic_1_each_subscription_gets_its_own_copy_and_settles_alone(client, a
     client.get_topic_sender(t).send_messages([ServiceBusMessage("m1"), ServiceBusMessage("m2")])
     a = client.get_subscription_receiver(t, "a")
     got_a = receive_all(a, 2)
-    for m in got_a:
-        a.complete_message(m)
+    a.complete_messages(got_a)
     # Completing in "a" leaves "b" untouched; "b" keeps its own locks and delivery counts.
     b = client.get_subscription_receiver(t, "b")
     got_b = receive_all(b, 2)
@@ -285,8 +283,7 @@ def test_topic_5_each_rule_with_an_action_gives_its_own_copy(client, admin, topi
         positions.setdefault(str(m), set()).add(m.sequence_number & ((1 << 52) - 1))
     assert all(len(p) == 1 for p in positions.values()) and len(
         set.union(*positions.values())) == 3
-    for m in got:
-        receiver.complete_message(m)
+    receiver.complete_messages(got)
     assert receiver.receive_messages(10) == []
     dlq = client.get_subscription_receiver(t, "s", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
     (dead,) = receive_all(dlq, 1)
