@@ -129,11 +129,12 @@ class ServiceBusReceiver(Handler):
                 "destination, or clear forward_to with update_"
                 f"{entity.kind}. Its dead-letter queue can be received from")
 
-    def _acquire(self, n: int, entity: Entity):
+    def _acquire(self, n: int, entity: Entity, *, as_rows: bool = False):
         self._check_not_forwarding(entity)
         store = self._store(entity)
         return store.acquire(n, policy=self._policy(entity), now=self._now(),
-                             delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+                             delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                             as_rows=as_rows)
 
     def receive_messages(self, max_message_count: Optional[int] = 1,
                          max_wait_time: Optional[float] = None) -> List[ServiceBusReceivedMessage]:
@@ -150,8 +151,7 @@ class ServiceBusReceiver(Handler):
         deadline = time.monotonic() + (wait or 0.0)
         while True:
             entity = self._entity()
-            out, _ = self._acquire(n, entity)
-            rows = sorted(out.collect(), key=lambda r: r.seq)  # no sort job: a batch is small
+            rows, _ = self._acquire(n, entity, as_rows=True)
             if rows or time.monotonic() >= deadline:
                 return [self._to_message(r, entity) for r in rows]
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))

@@ -30,11 +30,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable, List
 
-from .delta import merge, sql_literal
+from .delta import merge, sql_literal, values_relation
 from .layout import (COLUMN_NAMES, COMPLETED, CONTROL_COLUMNS, DEADLETTERING, MAX_DELIVERY_REASON,
                      MESSAGES_COLUMNS, SCHEDULED, pid_list)
 from .locks import lock_held_sql
-from .schema import ddl
+
 
 # Extra source columns of the apply MERGE.
 APPLY_COLUMNS = (
@@ -118,7 +118,7 @@ def as_ops(df, op: str, *, out: bool = False):
     """Rows read from ``messages`` as source rows of ``op`` at the revision read."""
     from pyspark.sql import functions as F
 
-    return to_source(df.withColumn("_op", F.lit(op)).withColumn("_rev", F.col("rev")), out=out)
+    return to_source(df.withColumns({"_op": F.lit(op), "_rev": F.col("rev")}), out=out)
 
 
 def apply_df(store, df, pids: Iterable[int], now: datetime):
@@ -129,16 +129,8 @@ def apply_df(store, df, pids: Iterable[int], now: datetime):
 
 
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
-    """One apply MERGE from small Python-built source rows (settlement, cancel...)."""
+    """One apply MERGE from small Python-built source rows (settlement, cancel, a list
+    receive's collected plan)."""
     data = [tuple(row.get(n, "STALE" if n == "_guard" else None) for n in SOURCE_NAMES)
             for row in rows]
-    if len(data) <= 2000:
-        # A literal VALUES relation: Delta need not materialize it, unlike a Python RDD.
-        values = ", ".join(
-            "(" + ", ".join(f"CAST({sql_literal(v)} AS {kind})"
-                            for v, (_, kind) in zip(row, SOURCE_COLUMNS)) + ")"
-            for row in data)
-        df = store.spark.sql(f"SELECT * FROM VALUES {values} AS v({', '.join(SOURCE_NAMES)})")
-    else:
-        df = store.spark.createDataFrame(data, ddl(SOURCE_COLUMNS))
-    apply_df(store, df, pids, now)
+    apply_df(store, values_relation(store.spark, data, SOURCE_COLUMNS), pids, now)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Optional, Tuple, TypeVar
+from typing import Callable, Optional, Sequence, Tuple, TypeVar
 
 from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt,
                       stop_after_delay, wait_random_exponential)
@@ -205,8 +205,41 @@ def latest_version(spark, path: str) -> int:
     return int(latest_snapshot(spark, path)[1].version())
 
 
+#: Up to this many rows and characters of SQL, small source rows travel as a literal VALUES
+#: relation: Delta's MERGE need not materialize it (it does a Python RDD: one more job).
+LITERAL_ROWS, LITERAL_CHARS = 2000, 8 << 20
+
+
+def values_relation(spark, data: Sequence[tuple], columns: Sequence[Tuple[str, str]]):
+    """A DataFrame of the tuples ``data`` with ``columns`` ((name, SQL type) pairs): a literal
+    VALUES relation when small, else one built by ``createDataFrame``."""
+    if 0 < len(data) <= LITERAL_ROWS:
+        rows, size = [], 0
+        for row in data:
+            text = "(" + ", ".join(f"CAST({sql_literal(v)} AS {kind})"
+                                   for v, (_, kind) in zip(row, columns)) + ")"
+            size += len(text)
+            if size > LITERAL_CHARS:
+                break
+            rows.append(text)
+        else:
+            names = ", ".join(name for name, _ in columns)
+            return spark.sql(f"SELECT * FROM VALUES {', '.join(rows)} AS v({names})")
+    return spark.createDataFrame(list(data), ", ".join(f"{n} {k}" for n, k in columns))
+
+
+def local_path(uri: str) -> Optional[str]:
+    """The local file system path of a ``file:`` URI (or a bare absolute path), else None."""
+    import re
+
+    if uri.startswith("file:"):
+        return re.sub(r"^file:(//)?", "", uri)
+    return uri if uri.startswith("/") else None
+
+
 def sql_literal(value) -> str:
-    """A SQL literal for a str, int, bool, None or aware datetime (UTC)."""
+    """A SQL literal for a str, int, bool, bytes, None or datetime (aware, or naive local time
+    as PySpark returns timestamps)."""
     from datetime import datetime, timezone
 
     if value is None:
@@ -222,6 +255,8 @@ def sql_literal(value) -> str:
         return f"TIMESTAMP '{text}+00:00'"
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, (bytes, bytearray)):
+        return f"X'{bytes(value).hex()}'"
     raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 

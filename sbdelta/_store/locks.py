@@ -131,8 +131,8 @@ def grant(df, prefix: str, until: datetime, *, first: bool = False,
     from pyspark.sql import functions as F
 
     count = F.lit(1) if first else F.col("delivery_count") + 1
-    if state is not None:
-        df = df.withColumn("state", F.lit(state))
-    return (df.withColumn("lock_token", F.expr(lock_token_sql(prefix)))
-            .withColumn("locked_until", F.expr(sql_literal(until)))
-            .withColumn("delivery_count", count))
+    changes = {} if state is None else {"state": F.lit(state)}
+    # One projection (each withColumn call would analyse the whole plan again).
+    return df.withColumns({**changes, "lock_token": F.expr(lock_token_sql(prefix)),
+                           "locked_until": F.expr(sql_literal(until)),
+                           "delivery_count": count})

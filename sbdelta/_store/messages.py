@@ -124,8 +124,9 @@ class MessageStore:
         except GuardTripped as tripped:
             raise send_error(tripped.code, limit=limit, entity=entity) from None
 
-    def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool):
-        return receive.acquire(self, n, policy=policy, now=now, delete=delete)
+    def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool,
+                as_rows: bool = False):
+        return receive.acquire(self, n, policy=policy, now=now, delete=delete, as_rows=as_rows)
 
     def receive_deferred(self, seqs: Sequence[int], *, policy: Policy, now: datetime,
                          delete: bool, what: str) -> List:

@@ -20,7 +20,7 @@ from typing import Dict, List, Sequence
 from ..exceptions import MessageNotFoundError
 
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops, to_source
-from .delta import merge, retry, sql_literal
+from .delta import LITERAL_ROWS, merge, retry, sql_literal
 from .expiry import expiry_ops
 from .inbox import scan_inbox
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
@@ -45,18 +45,22 @@ def _stats(store, policy: Policy, now: datetime):
     return {r.pid: r for r in rows}
 
 
-def acquire(store, n: int, *, policy: Policy, now: datetime, delete: bool):
+def acquire(store, n: int, *, policy: Policy, now: datetime, delete: bool,
+            as_rows: bool = False):
     """Hand out up to ``n`` messages: lock them (PeekLock) or remove them (ReceiveAndDelete).
 
-    One MERGE per call (retried from scratch on conflict). Returns a DataFrame of the
-    handed-out rows (checkpointed: it does not change when the tables do), possibly empty,
-    and the partitions it touched.
+    One MERGE per call (retried from scratch on conflict). Returns the handed-out rows,
+    possibly none, and the partitions it touched. The rows are a DataFrame (checkpointed: it
+    does not change when the tables do) or, with ``as_rows`` (a list receive), a list of Rows
+    sorted by sequence number: the plan is then collected once and the MERGE reads it as a
+    literal relation, so neither a checkpoint nor a second collect runs.
     """
-    return retry(lambda: _acquire_once(store, n, policy, now, delete),
+    return retry(lambda: _acquire_once(store, n, policy, now, delete, as_rows),
                  what=f"receive from {store.messages_path}")
 
 
-def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
+def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
+                  as_rows: bool):
     stats = _stats(store, policy, now)
     frontiers = {p: (stats[p].frontier if p in stats and stats[p].frontier is not None
                      else -1) for p in range(store.partitions)}
@@ -99,17 +103,26 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool):
     if idle:
         advance_frontiers(store, idle, hi, now)
     if not chosen:
+        if as_rows:
+            return [], []
         return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),))), []
 
     prefix = lock_token_prefix()
     plan = _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
                  policy, now, delete, prefix, any(actions[p] for p in chosen),
                  tombstones.intersection(chosen))
-    plan = plan.localCheckpoint(eager=True)
-    source = plan.where("_op IS NOT NULL").drop("_out")
-    merge(store.spark, store.messages_path, source,
-          apply_clauses(chosen, now, store.dead_letter))
-    out = plan.where("_out")
+    if as_rows and n <= LITERAL_ROWS:
+        rows = plan.collect()
+        apply_rows(store, [r.asDict() for r in rows if r._op is not None], chosen, now)
+        out = sorted((r for r in rows if r._out), key=lambda r: r.seq)
+    else:  # a batch too large to pass through the driver twice
+        plan = plan.localCheckpoint(eager=True)
+        source = plan.where("_op IS NOT NULL").drop("_out")
+        merge(store.spark, store.messages_path, source,
+              apply_clauses(chosen, now, store.dead_letter))
+        out = plan.where("_out")
+        if as_rows:
+            out = sorted(out.collect(), key=lambda r: r.seq)  # no sort job: rows are few
     rejects = getattr(store.admit, "dead_letters", False)  # filter errors (TOPIC-5)
     if any(actions[p] for p in chosen) or (
             (policy.dead_letter_on_expiration or rejects) and any(take_new.values())):
@@ -180,9 +193,9 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
     now_sql = sql_literal(now)
     rows = (_taken(new_rows.where(f"pid IN ({pid_list(chosen)})"), chosen, take_new)
             .drop("_change_type", "_commit_timestamp", "_commit_version", "idx")
-            .withColumn("k", F.expr(key_sql("seq")))
-            .withColumn("_tk", F.expr(key_sql("pos")))
-            .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time")))
+            .withColumns({"k": F.expr(key_sql("seq")), "_tk": F.expr(key_sql("pos")),
+                          "visible_at": F.coalesce("scheduled_enqueue_time",
+                                                   "enqueued_time")}))
     # Cancelled (or swept) before registration: a tombstone waits under the key of the
     # message's position (every copy a subscription makes of it is cancelled).
     if tombstones:
@@ -202,8 +215,8 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
         same_id = Window.partitionBy("pid", "message_id")
         rows = (rows.join(hist, ["pid", "message_id"], "left")
                 # The first occurrence of an id: the lowest position (all its copies).
-                .withColumn("_first", F.col("pos") == F.min("pos").over(same_id))
-                .withColumn("_one", F.row_number().over(same_id.orderBy("seq")) == 1))
+                .withColumns({"_first": F.col("pos") == F.min("pos").over(same_id),
+                              "_one": F.row_number().over(same_id.orderBy("seq")) == 1}))
         dup = (F.col("message_id").isNotNull() & (
             ~F.col("_first") | (F.col("_dedup_until").isNotNull()
                                 & (F.col("enqueued_time") < F.col("_dedup_until")))))
@@ -226,12 +239,10 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
     # reason set (TOPIC-5): they go to the dead-letter queue, never to a receiver.
     failed = (F.col("dead_letter_reason").isNotNull() if "dead_letter_reason" in rows.columns
               else F.lit(False))
-    rows = (rows.withColumn("_failed", failed)
-            .withColumn("_cancelled", F.col("_trev").isNotNull())
-            .withColumn("_expired", F.expr(expired))
-            .withColumn("_visible", F.expr(f"visible_at <= {now_sql}"))
-            .withColumn("_live", ~F.col("_dup") & ~F.col("_cancelled")
-                        & (F.col("kind") == MSG)))
+    rows = rows.withColumns({
+        "_failed": failed, "_cancelled": F.col("_trev").isNotNull(),
+        "_expired": F.expr(expired), "_visible": F.expr(f"visible_at <= {now_sql}"),
+        "_live": ~F.col("_dup") & F.col("_trev").isNull() & (F.col("kind") == MSG)})
     parts = []
     if tombstones:  # tombstones of cancelled messages are consumed (once, whatever copies)
         parts.append(to_source(
@@ -251,29 +262,26 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
         parts.append(to_source(locked, out=True))
     # Copies past the batch of a message whose first copies were handed out: registered
     # free, as active messages (a position is registered whole, TOPIC-5).
-    waiting = (base.where(ready & ~F.col("_hand")).withColumn("state", F.lit(ACTIVE))
-               .withColumn("delivery_count", F.lit(0)).withColumn("_op", F.lit("insert")))
+    waiting = base.where(ready & ~F.col("_hand")).withColumns(
+        {"state": F.lit(ACTIVE), "delivery_count": F.lit(0), "_op": F.lit("insert")})
     parts.append(to_source(waiting))
     # Scheduled for later: registered, invisible until its time.
-    later = (base.where(F.col("_live") & ~F.col("_failed") & ~F.col("_visible"))
-             .withColumn("state", F.lit(SCHEDULED)).withColumn("delivery_count", F.lit(0))
-             .withColumn("_op", F.lit("insert")))
+    later = base.where(F.col("_live") & ~F.col("_failed") & ~F.col("_visible")).withColumns(
+        {"state": F.lit(SCHEDULED), "delivery_count": F.lit(0), "_op": F.lit("insert")})
     parts.append(to_source(later))
     # Expired on arrival: dead-lettered (when the entity says so) or dropped.
     if policy.dead_letter_on_expiration and not store.dead_letter:
-        dead = (base.where(F.col("_live") & ~F.col("_failed") & F.col("_visible")
-                           & F.col("_expired"))
-                .withColumn("state", F.lit(DEADLETTERING))
-                .withColumn("delivery_count", F.lit(0))
-                .withColumn("dead_letter_reason", F.lit(TTL_EXPIRED_REASON))
-                .withColumn("dead_letter_error_description", F.lit(TTL_EXPIRED_DESCRIPTION))
-                .withColumn("_op", F.lit("insert")))
+        dead = base.where(F.col("_live") & ~F.col("_failed") & F.col("_visible")
+                          & F.col("_expired")).withColumns({
+            "state": F.lit(DEADLETTERING), "delivery_count": F.lit(0),
+            "dead_letter_reason": F.lit(TTL_EXPIRED_REASON),
+            "dead_letter_error_description": F.lit(TTL_EXPIRED_DESCRIPTION),
+            "_op": F.lit("insert")})
         parts.append(to_source(dead))
     if "dead_letter_reason" in rows.columns:
-        rejected = (base.where(F.col("_live") & F.col("_failed"))
-                    .withColumn("state", F.lit(DEADLETTERING))
-                    .withColumn("delivery_count", F.lit(0))
-                    .withColumn("_op", F.lit("insert")))
+        rejected = base.where(F.col("_live") & F.col("_failed")).withColumns(
+            {"state": F.lit(DEADLETTERING), "delivery_count": F.lit(0),
+             "_op": F.lit("insert")})
         parts.append(to_source(rejected))
     return parts + dedup_parts
 

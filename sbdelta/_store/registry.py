@@ -18,7 +18,8 @@ from typing import Callable, List, Optional, Tuple
 
 from .._clock import from_spark
 from . import schema
-from .delta import GuardTripped, create_table, guard, merge, retry, run_guarded, sql_literal
+from .delta import (GuardTripped, create_table, guard, local_path, merge, retry, run_guarded,
+                    sql_literal, values_relation)
 
 
 @dataclass(frozen=True)
@@ -54,37 +55,46 @@ class Registry:
             self._known_to_exist = DeltaTable.isDeltaTable(self.spark, self.path)
         return self._known_to_exist
 
-    def _read(self, where: str) -> List[RegistryRow]:
+    def _read(self, keep: Callable[[dict], bool]) -> List[RegistryRow]:
+        """The rows ``keep`` accepts, by key. The registry is small: it is read whole and
+        filtered here (sorting too: a Spark sort would add two jobs to every read)."""
         if not self.exists():
             return []
-        # Sorted here, not by Spark: the registry is small, and a Spark sort adds two jobs
-        # (the range partitioner's sample and the shuffle) to every read.
-        rows = sorted(self.spark.read.format("delta").load(self.path).where(where).collect(),
-                      key=lambda r: r.key)
-        return [RegistryRow(r.key, r.kind, r.name, r.parent, r.location,
-                            json.loads(r.properties), from_spark(r.created_at),
-                            from_spark(r.updated_at)) for r in rows]
+        rows = sorted((r for r in self._rows() if keep(r)), key=lambda r: r["key"])
+        return [RegistryRow(r["key"], r["kind"], r["name"], r["parent"], r["location"],
+                            json.loads(r["properties"]), from_spark(r["created_at"]),
+                            from_spark(r["updated_at"])) for r in rows]
+
+    def _rows(self) -> List[dict]:
+        """Every row of the table's latest version. A local registry is read with delta-rs
+        (``deltalake``: milliseconds, no Spark job); elsewhere, or without it, with Spark."""
+        local = local_path(self.path)
+        if local is not None:
+            try:
+                from deltalake import DeltaTable
+            except ImportError:  # Python < 3.10: the package is not installed
+                pass
+            else:
+                return DeltaTable(local).to_pyarrow_table().to_pylist()
+        return [r.asDict() for r in self.spark.read.format("delta").load(self.path).collect()]
 
     def get(self, key: str) -> Optional[RegistryRow]:
-        rows = self._read(f"key = {sql_literal(key)}")
+        rows = self._read(lambda r: r["key"] == key)
         return rows[0] if rows else None
 
     def all(self) -> List[RegistryRow]:
         """Every entity of the namespace (queues, topics, subscriptions, rules), by key."""
-        return self._read("TRUE")
+        return self._read(lambda r: True)
 
     def family(self, keys: List[str], below: str) -> List[RegistryRow]:
         """The rows of ``keys`` and every row below ``below`` (its children), in ONE read: a
         subscription with its topic, rules and retired rules."""
-        where = (f"key IN ({', '.join(sql_literal(k) for k in keys)}) "
-                 f"OR key LIKE {sql_literal(_like_prefix(below))}")
-        return self._read(where)
+        wanted, prefix = set(keys), _child_prefix(below)
+        return self._read(lambda r: r["key"] in wanted or r["key"].startswith(prefix))
 
     def list(self, kind: str, parent: Optional[str] = None) -> List[RegistryRow]:
-        where = f"kind = {sql_literal(kind)}"
-        if parent is not None:
-            where += f" AND parent = {sql_literal(parent)}"
-        return self._read(where)
+        return self._read(lambda r: r["kind"] == kind
+                          and (parent is None or r["parent"] == parent))
 
     def insert(self, rows: List[RegistryRow], *, parent_kind: Optional[str] = None) -> None:
         """Insert ``rows`` (an entity and its children, e.g. a subscription and ``$Default``).
@@ -99,11 +109,11 @@ class Registry:
                         r.updated_at, False) for r in rows]
         if row.parent is not None:
             source_rows.append((row.parent, parent_kind, None, None, None, None, None, None, True))
-        columns = schema.ddl(schema.REGISTRY_COLUMNS) + ", probe BOOLEAN"
+        columns = schema.REGISTRY_COLUMNS + (("probe", "BOOLEAN"),)
         names = ", ".join(name for name, _ in schema.REGISTRY_COLUMNS)
 
         def step():
-            source = self.spark.createDataFrame(source_rows, columns)
+            source = values_relation(self.spark, source_rows, columns)
             merge(self.spark, self.path, source, f"""
                 ON t.key = s.key
                 WHEN MATCHED AND s.probe AND t.kind <> s.kind THEN UPDATE SET
@@ -120,9 +130,10 @@ class Registry:
         self.ensure()
 
         def step():
-            source = self.spark.createDataFrame(
-                [(key, kind, json.dumps(properties, sort_keys=True), updated_at)],
-                "key STRING, kind STRING, properties STRING, updated_at TIMESTAMP")
+            source = values_relation(
+                self.spark, [(key, kind, json.dumps(properties, sort_keys=True), updated_at)],
+                (("key", "STRING"), ("kind", "STRING"), ("properties", "STRING"),
+                 ("updated_at", "TIMESTAMP")))
             merge(self.spark, self.path, source, f"""
                 ON t.key = s.key AND t.kind = s.kind
                 WHEN MATCHED THEN UPDATE SET t.properties = s.properties,
@@ -143,7 +154,7 @@ class Registry:
         """
         self.ensure()
         names = [name for name, _ in schema.REGISTRY_COLUMNS]
-        columns = schema.ddl(schema.REGISTRY_COLUMNS) + ", op STRING, expected TIMESTAMP"
+        columns = schema.REGISTRY_COLUMNS + (("op", "STRING"), ("expected", "TIMESTAMP"))
 
         def step():
             row = self.get(key)
@@ -157,7 +168,7 @@ class Registry:
                     (history.key, history.kind, history.name, history.parent,
                      history.location, json.dumps(history.properties, sort_keys=True),
                      history.created_at, history.updated_at, "insert", None)]
-            source = self.spark.createDataFrame(rows, columns)
+            source = values_relation(self.spark, rows, columns)
             merge(self.spark, self.path, source, f"""
                 ON t.key = s.key
                 WHEN MATCHED AND s.op <> 'insert' AND t.updated_at <> s.expected THEN
@@ -192,3 +203,8 @@ class Registry:
 def _like_prefix(key: str) -> str:
     """A LIKE pattern matching the keys below ``key`` (``<key>:...``)."""
     return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ":%"
+
+
+def _child_prefix(key: str) -> str:
+    """The start of every key below ``key`` (``<key>:...``)."""
+    return key + ":"

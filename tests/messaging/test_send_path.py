@@ -182,3 +182,25 @@ def test_send_dataframe_runs_no_job_beside_the_write_and_counts_from_the_log(
     version = inbox.latest_version(inbox.inbox_path)
     assert sender.send_dataframe(rows.limit(0)) == 0
     assert inbox.latest_version(inbox.inbox_path) == version  # an empty send commits nothing
+
+
+# -- the literal source of a list receive -------------------------------------------------------
+def test_any_text_and_body_bytes_survive_a_list_receive_and_its_literal_merge_source(
+        client, queue):
+    """A list receive collects its plan once and hands it to the MERGE as a literal VALUES
+    relation: every field a send accepted comes back as sent (quotes, backslashes, escapes,
+    NUL, newlines, emoji; every byte of the body), and the row it locked settles."""
+    name = queue()
+    text = "q'uote \\back \\u0041 \\' nul\x00 nl\nx tab\t emoji \U0001F600 ü"
+    body = bytes(range(256)) * 4
+    client.get_queue_sender(name).send_messages(ServiceBusMessage(
+        body, message_id=text, subject=text, correlation_id=text, content_type=text,
+        application_properties={text: text, "n": -7, "f": 1.5, "b": True}))
+    receiver = client.get_queue_receiver(name)
+    [got] = receiver.receive_messages(1)
+    assert got.body == body
+    assert (got.message_id, got.subject, got.correlation_id, got.content_type) == (text,) * 4
+    assert got.application_properties == {text: text, "n": -7, "f": 1.5, "b": True}
+    assert got.delivery_count == 1
+    receiver.complete_message(got)
+    assert receiver.peek_messages(5, sequence_number=0) == []

@@ -115,3 +115,23 @@ def test_a_queue_of_the_previous_layout_is_refused_with_how_to_migrate(spark, tm
             assert "queue 'old'" in text and "rowTracking" in text and "domainMetadata" in text
             assert "delete the queue and create it again" in text
     assert latest_version(spark, store.inbox_path) == version  # nothing was written
+
+
+def test_the_registry_reads_the_same_through_delta_rs_and_through_spark(spark, tmp_path,
+                                                                       clock, monkeypatch):
+    """A local registry is read with delta-rs (no Spark job); a remote one, or one on a
+    Python without ``deltalake``, with Spark: both give the same entities."""
+    import sbdelta._store.registry as registry_module
+
+    admin = ServiceBusAdministrationClient(str(tmp_path / "ns"), spark=spark, clock=clock)
+    admin.create_queue("q", max_delivery_count=3)
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
+    registry = Namespace(str(tmp_path / "ns"), spark=spark).registry
+    fast = (registry.all(), registry.list("subscription", "t"), registry.get("q"))
+    monkeypatch.setattr(registry_module, "local_path", lambda uri: None)
+    assert (registry.all(), registry.list("subscription", "t"), registry.get("q")) == fast
+    assert {row.kind for row in fast[0]} >= {"queue", "topic", "subscription"}
+    assert [row.name for row in fast[1]] == ["s"]
+    assert fast[2].properties["max_delivery_count"] == 3
+    assert fast[2].created_at.tzinfo is not None
