@@ -8,7 +8,7 @@ from ._clock import Clock, ManualClock, SystemClock
 from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
                        ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue)
 from ._client import ServiceBusClient
-from ._receiver import ServiceBusReceiver
+from ._receiver import ServiceBusReceiver, ServiceBusSession
 from ._sender import ServiceBusSender
 from ._spark import get_spark
 from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConflictError,
@@ -19,7 +19,8 @@ from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConfli
                          MessagingEntityNotFoundError, OperationTimeoutError,
                          ServiceBusConnectionError, ServiceBusError,
                          ServiceBusInvalidOperationError, ServiceBusQuotaExceededError,
-                         SparkSetupError, StorageLayoutError)
+                         SessionCannotBeLockedError, SessionLockLostError, SparkSetupError,
+                         StorageLayoutError)
 from .management import (EntityStatus, QueueProperties, RuleProperties,
                          ServiceBusAdministrationClient, SubscriptionProperties, TopicProperties)
 
@@ -30,6 +31,7 @@ __all__ = [
     "ServiceBusClient",
     "ServiceBusSender",
     "ServiceBusReceiver",
+    "ServiceBusSession",
     "ServiceBusMessage",
     "ServiceBusReceivedMessage",
     "ServiceBusMessageBatch",
@@ -55,6 +57,8 @@ __all__ = [
     "OperationTimeoutError",
     "CommitConflictError",
     "MessageLockLostError",
+    "SessionLockLostError",
+    "SessionCannotBeLockedError",
     "AutoLockRenewFailed",
     "AutoLockRenewTimeout",
     "MessageAlreadySettled",

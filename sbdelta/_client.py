@@ -8,6 +8,7 @@ from typing import Optional
 from ._clock import Clock
 from ._handler import Connection, wait_seconds
 from ._message import ServiceBusReceiveMode, ServiceBusSubQueue
+from ._message_fields import check_string
 from ._names import EntityRef
 from ._namespace import Namespace
 from ._receiver import ServiceBusReceiver
@@ -62,21 +63,26 @@ class ServiceBusClient:
         return self._sender(EntityRef.topic_of(topic_name))
 
     def get_queue_receiver(self, queue_name: str, *,
+                           session_id: Optional[str] = None,
                            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
                            sub_queue: Optional[ServiceBusSubQueue] = None,
                            max_wait_time: Optional[float] = None,
                            prefetch_count: int = 0) -> "ServiceBusReceiver":
         """A receiver for ``queue_name`` or, with ``sub_queue=DEAD_LETTER``, its dead-letter queue.
 
-        ``max_wait_time`` (seconds) is how long a receive waits for the first message; None
-        means one look and return. ``prefetch_count`` is accepted for compatibility: receives
-        are batch reads already, so there is nothing to prefetch.
+        ``session_id`` opens a session receiver on a queue created with ``requires_session``
+        (SESS-2): it locks that session on its first operation and receives only its messages,
+        in sequence order; ``receiver.session`` has its state and lock. ``max_wait_time``
+        (seconds) is how long a receive waits for the first message; None means one look and
+        return. ``prefetch_count`` is accepted for compatibility: receives are batch reads
+        already, so there is nothing to prefetch.
         """
         return self._receiver(EntityRef.queue(queue_name), receive_mode, sub_queue,
-                              max_wait_time, prefetch_count)
+                              max_wait_time, prefetch_count, session_id)
 
     def get_subscription_receiver(
             self, topic_name: str, subscription_name: str, *,
+            session_id: Optional[str] = None,
             receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
             sub_queue: Optional[ServiceBusSubQueue] = None,
             max_wait_time: Optional[float] = None,
@@ -89,7 +95,7 @@ class ServiceBusClient:
         subscription. Arguments as in :meth:`get_queue_receiver`.
         """
         return self._receiver(EntityRef.subscription(topic_name, subscription_name),
-                              receive_mode, sub_queue, max_wait_time, prefetch_count)
+                              receive_mode, sub_queue, max_wait_time, prefetch_count, session_id)
 
     def _sender(self, ref: EntityRef) -> "ServiceBusSender":
         self._conn.check_open()
@@ -97,8 +103,13 @@ class ServiceBusClient:
         return ServiceBusSender(self._conn, ref)
 
     def _receiver(self, ref: EntityRef, receive_mode, sub_queue, max_wait_time,
-                  prefetch_count) -> "ServiceBusReceiver":
+                  prefetch_count, session_id: Optional[str] = None) -> "ServiceBusReceiver":
         self._conn.check_open()
+        if session_id is not None:
+            session_id = check_string("session_id", session_id)
+            if sub_queue is not None:
+                raise ServiceBusInvalidOperationError(
+                    "a dead-letter queue has no sessions: read it without session_id")
         try:
             mode = ServiceBusReceiveMode(receive_mode)
         except ValueError:
@@ -122,4 +133,5 @@ class ServiceBusClient:
                 f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
         self._entities.resolve(ref)
         return ServiceBusReceiver(self._conn, ref, mode, sub_queue,
-                                  wait_seconds(max_wait_time, "max_wait_time"))
+                                  wait_seconds(max_wait_time, "max_wait_time"),
+                                  session_id=session_id)

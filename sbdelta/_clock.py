@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Optional, Protocol
+
+from .exceptions import ServiceBusInvalidOperationError
 
 __all__ = ["Clock", "SystemClock", "ManualClock", "SYSTEM_CLOCK", "utc"]
 
@@ -48,6 +50,31 @@ class ManualClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def checked_clock(clock: Optional[Clock]) -> Clock:
+    """``clock``, or the system clock for None; refused at once
+    (:class:`~sbdelta.exceptions.ServiceBusInvalidOperationError`) when it cannot tell the time:
+    it needs a ``now()`` that returns an aware datetime."""
+
+    if clock is None:
+        return SYSTEM_CLOCK
+    now = getattr(clock, "now", None)
+    if not callable(now):
+        raise ServiceBusInvalidOperationError(f"clock has type {type(clock).__name__}, which has no now() method; "
+                        "allowed: an object whose now() returns an aware datetime (for example "
+                        "sbdelta.SystemClock() or sbdelta.ManualClock(start)), or None")
+    try:
+        moment = now()
+    except Exception as exc:  # noqa: BLE001 - reported as what is wrong with the argument
+        raise ServiceBusInvalidOperationError(
+            f"clock.now() failed: {type(exc).__name__}: {exc}; allowed: an object whose now() "
+            "returns an aware datetime (an instance such as sbdelta.SystemClock(), not the "
+            "class)") from None
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise ServiceBusInvalidOperationError(f"clock.now() returned {moment!r}; allowed: an aware datetime "
+                        "(with a tzinfo, for example datetime.now(timezone.utc))")
+    return clock
 
 
 def utc(moment: datetime) -> datetime:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Dict, List, Optional
 
-from ._message import SYSTEM_STRING_FIELDS
+from ._durations import UNLIMITED_FROM, expiry_sql
+from ._message_fields import SYSTEM_STRING_FIELDS
 from ._store import (INBOX_COLUMNS, MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING,
                      PING_CONTENT_TYPE, codec)
 from ._store import sql_literal
@@ -121,7 +122,11 @@ def inbox_frame(entity, df, now: datetime, hops: Optional[int] = None):
         app = codec.checked_properties(app)
     elif "application_properties" in fields:
         app = F.to_json(app)
-    ttl_ms = (col("time_to_live", "double") * 1000).cast("bigint")
+    # TimeSpan.MaxValue or longer is no TTL (as for ServiceBusMessage.time_to_live); the test
+    # comes before the cast, so a huge number neither wraps nor fails an ANSI cast.
+    ttl_s = col("time_to_live", "double")
+    ttl_s = codec.checked(ttl_s, F.isnan(ttl_s), "SEND_TTL")
+    ttl_ms = F.when(ttl_s < UNLIMITED_FROM.total_seconds(), (ttl_s * 1000).cast("bigint"))
     ttl_ms = codec.checked(ttl_ms, ttl_ms <= 0, "SEND_TTL")
     if entity.ttl_cap is not None:  # TTL-3
         ttl_ms = F.least(ttl_ms, F.lit(int(entity.ttl_cap / timedelta(milliseconds=1))))
@@ -132,6 +137,9 @@ def inbox_frame(entity, df, now: datetime, hops: Optional[int] = None):
     for name in ("message_id", "session_id", "partition_key"):
         strings[name] = codec.checked(strings[name], codec.bad_id(strings[name]),
                                       f"SEND_{name.upper()}")
+    if entity.requires_session:  # SESS-1
+        strings["session_id"] = codec.checked(strings["session_id"],
+                                              strings["session_id"].isNull(), "SEND_NO_SESSION")
     strings["partition_key"] = codec.checked(  # PART-2
         strings["partition_key"], strings["partition_key"] != strings["session_id"],
         "SEND_KEYS_DIFFER")
@@ -159,8 +167,7 @@ def inbox_frame(entity, df, now: datetime, hops: Optional[int] = None):
         size.cast("int").alias("size"), F.lit(hops).cast("int").alias("hops"),
         F.monotonically_increasing_id().alias("_order"))
     rows = rows.withColumn("expires_at", F.expr(
-        "CASE WHEN time_to_live_ms IS NULL THEN NULL "
-        "ELSE timestamp_micros(unix_micros(enqueued_time) + time_to_live_ms * 1000) END"))
+        expiry_sql("enqueued_time", "time_to_live_ms * 1000")))
     idx = F.row_number().over(Window.partitionBy("pid").orderBy("_order")) - 1
     rows = rows.withColumn("idx", codec.checked(
         idx, idx >= MAX_ROWS_PER_PARTITION_PER_COMMIT, "SEND_PARTITION_FULL"))

@@ -6,21 +6,21 @@ Service Bus writes durations as ISO-8601 strings (``PT30S``, ``P1D``) and spells
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Optional, Union
 
 import isodate
 
 from sbdelta.exceptions import InvalidPropertyError
 
-__all__ = ["TIMESPAN_MAX", "parse_duration", "format_duration"]
+__all__ = ["TIMESPAN_MAX", "parse_duration", "format_duration", "expiry", "expiry_sql"]
 
 #: .NET ``TimeSpan.MaxValue`` as Service Bus prints it: the spelling of "unlimited".
 TIMESPAN_MAX = "P10675199DT2H48M5.4775807S"
 
 # Anything this long or longer is "unlimited". TimeSpan.MaxValue truncated to whole seconds, so
 # that rounding of its 7 fractional digits (isodate keeps microseconds) cannot matter.
-_UNLIMITED_FROM = timedelta(days=10675199, hours=2, minutes=48, seconds=5)
+UNLIMITED_FROM = timedelta(days=10675199, hours=2, minutes=48, seconds=5)
 
 _ACCEPTED = (
     "accepted: a datetime.timedelta or an ISO-8601 duration string such as 'PT30S', "
@@ -67,7 +67,7 @@ def parse_duration(value: Union[timedelta, str, None], *, field: str) -> Optiona
         td = parsed
     else:
         raise _reject(field, value, f"got {type(value).__name__}, numbers are not accepted")
-    if td >= _UNLIMITED_FROM:
+    if td >= UNLIMITED_FROM:
         return None
     if td <= timedelta(0):
         raise _reject(field, value, "it must be longer than zero")
@@ -113,3 +113,31 @@ def format_duration(td: Optional[timedelta]) -> Optional[str]:
     elif not td.days:
         out += "T0S"
     return out
+
+
+# -- where a duration from a start ends -----------------------------------------------------------
+#: The last instant a Python datetime (and a Spark TIMESTAMP) holds, in microseconds since the
+#: epoch: a time to live that ends later never ends.
+MAX_INSTANT_MICROS = 253402300799999999
+
+
+def expiry(start: datetime, ttl: Optional[timedelta]) -> Optional[datetime]:
+    """When something that lives ``ttl`` from ``start`` ends: None without a TTL, or when the end
+    is past the last instant a timestamp can hold (it never ends; TTL-1 with TTLs of millions of
+    days, which Service Bus accepts up to TimeSpan.MaxValue)."""
+    if ttl is None:
+        return None
+    try:
+        return start + ttl
+    except OverflowError:
+        return None
+
+
+def expiry_sql(start: str, micros: str) -> str:
+    """The Spark SQL of :func:`expiry`: ``start`` (a TIMESTAMP expression) plus ``micros`` (a
+    BIGINT expression, NULL for no TTL), NULL past the last instant a timestamp holds. The
+    comparison is made before the sum, so nothing overflows or wraps."""
+    return (f"CASE WHEN ({micros}) IS NULL OR ({micros}) > {MAX_INSTANT_MICROS} - "
+            f"unix_micros({start}) THEN NULL "
+            f"ELSE timestamp_micros(unix_micros({start}) + ({micros})) END")
+

@@ -92,6 +92,11 @@ class Entity:
         sending = self.topic if self.topic is not None else self.properties
         return sending.requires_duplicate_detection
 
+    @property
+    def requires_session(self) -> bool:
+        """SESS-1: only messages with a session id are accepted, only session receivers read."""
+        return bool(getattr(self.properties, "requires_session", False))
+
     def check_send(self) -> None:
         status = self.properties.status
         if status in (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED):

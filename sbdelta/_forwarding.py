@@ -69,6 +69,10 @@ class Route:
     def requires_duplicate_detection(self) -> bool:
         return self.target.requires_duplicate_detection
 
+    @property
+    def requires_session(self) -> bool:
+        return self.target.requires_session
+
 
 def route(resolver: EntityResolver, entity: Entity) -> Route:
     """The :class:`Route` of a send to ``entity`` (itself, when it does not forward). A

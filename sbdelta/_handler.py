@@ -15,10 +15,14 @@ from ._namespace import Namespace
 from .exceptions import ServiceBusInvalidOperationError
 
 
+#: The largest count an operation takes (a Spark row limit is a 32-bit int).
+MAX_COUNT = 2 ** 31 - 1
+
+
 def positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
         raise ServiceBusInvalidOperationError(
-            f"{name} must be an integer >= 1, got {value!r}")
+            f"{name} must be an integer from 1 to {MAX_COUNT}, got {value!r}")
     return value
 
 

@@ -1,32 +1,26 @@
 """Messages as azure-servicebus models them: what is sent, what is received, and batches.
 
 Everything here is pure Python; nothing touches Spark. A :class:`ServiceBusMessage` checks its
-fields when built and whenever a field is set, so a message that exists can be stored. Application
-properties live in one STRING column, written by :func:`encode_properties` as JSON that keeps
-every value's type (``True`` stays a bool, ``1`` an int, ``1.0`` a float). Plain JSON scalars are
-written as they are, so SQL filters can read them with ``get_json_object``; bytes, datetimes,
-UUIDs and non-finite floats are written as one-key objects (``{"$b": ...}``, ``{"$t": ...}``,
-``{"$u": ...}``, ``{"$f": ...}``).
+fields (:mod:`sbdelta._message_fields`) when built and whenever a field is set, so a message that
+exists can be stored. Application properties are stored as type-preserving JSON
+(:mod:`sbdelta._app_properties`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
+from sbdelta._app_properties import decode_properties, encode_properties
 from sbdelta._clock import utc
-from sbdelta._durations import parse_duration
+from sbdelta._message_fields import (SYSTEM_STRING_FIELDS, check_body, check_moment,
+                                     check_part_2, check_properties, check_string,
+                                     check_ttl, type_name)
 from sbdelta._size import byte_length, message_size
-from sbdelta.exceptions import (InvalidMessageError, InvalidPropertyError,
-                                MessageSizeExceededError, MessageTypeError,
-                                ServiceBusInvalidOperationError)
+from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, MessageTypeError
 
 __all__ = [
     "ServiceBusReceiveMode",
@@ -34,15 +28,14 @@ __all__ = [
     "ServiceBusMessageState",
     "MessageTypeError",
     "InvalidMessageError",
-    "MAX_ID_LENGTH",
-    "SYSTEM_STRING_FIELDS",
     "ServiceBusMessage",
     "ServiceBusReceivedMessage",
     "ServiceBusMessageBatch",
-    "encode_properties",
-    "decode_properties",
     "to_message_list",
 ]
+
+
+_REPR_LIMIT = 1024
 
 
 class ServiceBusReceiveMode(str, Enum):
@@ -67,166 +60,6 @@ class ServiceBusMessageState(int, Enum):
     SCHEDULED = 2
 
 
-#: The longest message_id, session_id and partition_key Service Bus accepts, in characters.
-MAX_ID_LENGTH = 128
-
-#: The system properties that are strings; each counts towards ``size_in_bytes`` when set.
-SYSTEM_STRING_FIELDS = ("message_id", "session_id", "partition_key", "content_type",
-                        "correlation_id", "subject", "to", "reply_to", "reply_to_session_id")
-
-_ID_FIELDS = frozenset({"message_id", "session_id", "partition_key"})
-
-_INT64_MIN = -(2 ** 63)
-_INT64_MAX = 2 ** 63 - 1
-
-_PROPERTY_TYPES = ("str, int (64-bit), float, bool, bytes, datetime.datetime, uuid.UUID or None")
-
-_BODY_TYPES = "str (stored as UTF-8), bytes, bytearray, memoryview or None (empty body)"
-
-_TTL_ACCEPTED = (
-    "accepted: a datetime.timedelta, an ISO-8601 duration string such as 'PT30S' or 'P1D', or "
-    "a number of seconds (int or float), longer than zero; None uses the entity's "
-    "default_message_time_to_live"
-)
-
-# Anything this long or longer is "unlimited" (TimeSpan.MaxValue), as in _durations.
-_UNLIMITED_SECONDS = timedelta(days=10675199, hours=2, minutes=48, seconds=5).total_seconds()
-
-_REPR_LIMIT = 1024
-
-
-# --- field checks ---------------------------------------------------------------------------
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-def _as_utc(moment: datetime) -> datetime:
-    """An aware UTC ``datetime`` (a plain one, not a subclass); naive values are taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    moment = utc(moment)
-    if type(moment) is not datetime:  # e.g. pandas.Timestamp: keep only what datetime holds
-        moment = datetime(moment.year, moment.month, moment.day, moment.hour, moment.minute,
-                          moment.second, moment.microsecond, tzinfo=timezone.utc)
-    return moment
-
-
-def _check_body(body: object) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return bytes(body)
-    raise MessageTypeError(f"body has type {_type_name(body)}; allowed: {_BODY_TYPES}")
-
-
-def _check_property_value(key: str, value: object) -> object:
-    """``value`` normalised (plain types, aware UTC datetimes), or an error naming ``key``."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise InvalidMessageError(
-                f"application_properties[{key!r}]={value} is outside the 64-bit integer range "
-                f"[-2**63, 2**63 - 1]")
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, bytes):
-        return bytes(value)
-    if isinstance(value, datetime):
-        return _as_utc(value)
-    if isinstance(value, uuid.UUID):
-        return value
-    raise MessageTypeError(
-        f"application_properties[{key!r}] has type {_type_name(value)}; allowed: "
-        f"{_PROPERTY_TYPES}")
-
-
-def _check_properties(props: object) -> Optional[Dict[str, Any]]:
-    if props is None:
-        return None
-    if not isinstance(props, Mapping):
-        raise MessageTypeError(
-            f"application_properties has type {_type_name(props)}; allowed: a dict with str keys "
-            f"and values of type {_PROPERTY_TYPES}, or None")
-    out: Dict[str, Any] = {}
-    for key, value in props.items():
-        if not isinstance(key, str):
-            raise MessageTypeError(
-                f"application_properties key {key!r} has type {_type_name(key)}; keys must be str")
-        out[str.__str__(key)] = _check_property_value(key, value)
-    return out
-
-
-def _check_string(field: str, value: object) -> Optional[str]:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        limit = f" of 1 to {MAX_ID_LENGTH} characters" if field in _ID_FIELDS else ""
-        raise MessageTypeError(
-            f"{field} has type {_type_name(value)}; allowed: a str{limit} or None")
-    value = str.__str__(value)
-    if field in _ID_FIELDS:
-        if not value:
-            raise InvalidMessageError(
-                f"{field} is empty; allowed: a str of 1 to {MAX_ID_LENGTH} characters, or None")
-        if len(value) > MAX_ID_LENGTH:
-            raise InvalidMessageError(
-                f"{field} is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed")
-    return value
-
-
-def _check_part_2(session_id: Optional[str], partition_key: Optional[str]) -> None:
-    if session_id is not None and partition_key is not None and session_id != partition_key:
-        raise ServiceBusInvalidOperationError(
-            f"partition_key={partition_key!r} differs from session_id={session_id!r}: when both "
-            f"are set they must be equal (PART-2); set partition_key=None, or to the session_id")
-
-
-def _check_ttl(value: object) -> Optional[timedelta]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (timedelta, str, int, float)):
-        raise MessageTypeError(f"time_to_live has type {_type_name(value)}; {_TTL_ACCEPTED}")
-    if isinstance(value, str):
-        try:
-            return parse_duration(value, field="time_to_live")
-        except InvalidPropertyError as exc:
-            raise InvalidMessageError(
-                f"time_to_live must be positive and well-formed: {exc.message}; a number of "
-                f"seconds (int or float) is accepted too") from None
-    if isinstance(value, timedelta):
-        td = value
-    else:
-        if math.isnan(value) or value <= 0:
-            raise InvalidMessageError(f"time_to_live must be positive, got {value!r}; "
-                                      f"{_TTL_ACCEPTED}")
-        if value >= _UNLIMITED_SECONDS:
-            return None
-        td = timedelta(seconds=value)
-    if td <= timedelta(0):
-        raise InvalidMessageError(f"time_to_live must be positive, got {value!r}; {_TTL_ACCEPTED}")
-    return parse_duration(td, field="time_to_live")  # TimeSpan.MaxValue or longer -> None
-
-
-def _check_moment(field: str, value: object) -> Optional[datetime]:
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise MessageTypeError(
-            f"{field} has type {_type_name(value)}; allowed: a datetime.datetime (naive values "
-            f"are taken as UTC) or None")
-    return _as_utc(value)
-
-
 def _string_property(field: str, doc: str) -> property:
     attr = "_" + field
 
@@ -234,11 +67,11 @@ def _string_property(field: str, doc: str) -> property:
         return getattr(self, attr)
 
     def fset(self: ServiceBusMessage, value: Optional[str]) -> None:
-        value = _check_string(field, value)
+        value = check_string(field, value)
         if field == "session_id":
-            _check_part_2(value, self._partition_key)
+            check_part_2(value, self._partition_key)
         elif field == "partition_key":
-            _check_part_2(self._session_id, value)
+            check_part_2(self._session_id, value)
         setattr(self, attr, value)
 
     return property(fget, fset, doc=doc)
@@ -288,7 +121,7 @@ class ServiceBusMessage:
         reply_to: Optional[str] = None,
         reply_to_session_id: Optional[str] = None,
     ) -> None:
-        self._body = _check_body(body)
+        self._body = check_body(body)
         for field in SYSTEM_STRING_FIELDS:
             setattr(self, "_" + field, None)
         self.application_properties = application_properties
@@ -316,7 +149,7 @@ class ServiceBusMessage:
 
     @application_properties.setter
     def application_properties(self, value: Optional[Mapping[str, Any]]) -> None:
-        self._application_properties = _check_properties(value)
+        self._application_properties = check_properties(value)
 
     session_id = _string_property(
         "session_id", "The session this message belongs to (1 to 128 characters), or None.")
@@ -340,7 +173,7 @@ class ServiceBusMessage:
 
     @time_to_live.setter
     def time_to_live(self, value: Union[timedelta, str, int, float, None]) -> None:
-        self._time_to_live = _check_ttl(value)
+        self._time_to_live = check_ttl(value)
 
     @property
     def scheduled_enqueue_time_utc(self) -> Optional[datetime]:
@@ -349,7 +182,7 @@ class ServiceBusMessage:
 
     @scheduled_enqueue_time_utc.setter
     def scheduled_enqueue_time_utc(self, value: Optional[datetime]) -> None:
-        self._scheduled_enqueue_time_utc = _check_moment("scheduled_enqueue_time_utc", value)
+        self._scheduled_enqueue_time_utc = check_moment("scheduled_enqueue_time_utc", value)
 
     @property
     def size_in_bytes(self) -> int:
@@ -440,7 +273,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         ``expires_at_utc`` defaults to ``enqueued_time_utc + time_to_live``.
         """
         msg = object.__new__(cls)
-        msg._body = _check_body(body)
+        msg._body = check_body(body)
         if isinstance(application_properties, str):
             application_properties = decode_properties(application_properties)
         msg._application_properties = (None if application_properties is None
@@ -574,7 +407,7 @@ class ServiceBusMessageBatch:
 
     def __init__(self, max_size_in_bytes: int) -> None:
         if isinstance(max_size_in_bytes, bool) or not isinstance(max_size_in_bytes, int):
-            raise MessageTypeError(f"max_size_in_bytes has type {_type_name(max_size_in_bytes)}; "
+            raise MessageTypeError(f"max_size_in_bytes has type {type_name(max_size_in_bytes)}; "
                                    f"allowed: a positive int")
         if max_size_in_bytes <= 0:
             raise InvalidMessageError(
@@ -608,7 +441,7 @@ class ServiceBusMessageBatch:
         """
         if not isinstance(message, ServiceBusMessage):
             raise MessageTypeError(f"a batch holds ServiceBusMessage objects, got "
-                                   f"{_type_name(message)}")
+                                   f"{type_name(message)}")
         size = message.size_in_bytes
         if self._size_in_bytes + size > self._max_size_in_bytes:
             raise MessageSizeExceededError(
@@ -643,96 +476,14 @@ def to_message_list(
         return messages.messages
     if not isinstance(messages, (list, tuple)):
         raise MessageTypeError(
-            f"messages has type {_type_name(messages)}; allowed: a ServiceBusMessage, a list or "
+            f"messages has type {type_name(messages)}; allowed: a ServiceBusMessage, a list or "
             f"tuple of them, or a ServiceBusMessageBatch")
     for index, item in enumerate(messages):
         if not isinstance(item, ServiceBusMessage):
             raise MessageTypeError(
-                f"messages[{index}] has type {_type_name(item)}; every element must be a "
+                f"messages[{index}] has type {type_name(item)}; every element must be a "
                 f"ServiceBusMessage")
     return list(messages)
-
-
-# --- application property codec -------------------------------------------------------------
-
-
-def _encode_value(key: str, value: object) -> object:
-    value = _check_property_value(key, value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return {"$f": repr(value)}  # 'nan', 'inf', '-inf': strict JSON has no such numbers
-    if isinstance(value, bytes):
-        return {"$b": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, datetime):
-        return {"$t": value.isoformat()}
-    if isinstance(value, uuid.UUID):
-        return {"$u": str(value)}
-    return value
-
-
-def encode_properties(props: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """Application properties as type-preserving JSON with sorted keys, for a STRING column.
-
-    str, int, finite float, bool and None are plain JSON values; bytes are ``{"$b": base64}``,
-    datetimes ``{"$t": ISO-8601 in UTC}`` (naive taken as UTC), UUIDs ``{"$u": text}``, and
-    NaN and infinities ``{"$f": "nan" | "inf" | "-inf"}``. ``None`` gives ``None``; an empty dict
-    gives ``"{}"``.
-
-    Raises:
-        MessageTypeError, InvalidMessageError: As for ``ServiceBusMessage.application_properties``.
-    """
-    checked = _check_properties(props)
-    if checked is None:
-        return None
-    encoded = {key: _encode_value(key, value) for key, value in checked.items()}
-    return json.dumps(encoded, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
-
-
-def _decode_value(key: str, value: object) -> object:
-    if not isinstance(value, dict):
-        if isinstance(value, list):
-            raise InvalidMessageError(f"stored application property {key!r} is a JSON array")
-        return value
-    if len(value) != 1:
-        raise InvalidMessageError(f"stored application property {key!r} is not a tagged value: "
-                                  f"{value!r}")
-    ((tag, text),) = value.items()
-    try:
-        if tag == "$b":
-            return base64.b64decode(text, validate=True)
-        if tag == "$t":
-            return utc(datetime.fromisoformat(text))
-        if tag == "$u":
-            return uuid.UUID(text)
-        if tag == "$f":
-            return float(text)
-    except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
-        raise InvalidMessageError(
-            f"stored application property {key!r} has a bad {tag} value {text!r}: {exc}") from None
-    raise InvalidMessageError(f"stored application property {key!r} has an unknown tag {tag!r}; "
-                              f"known: $b, $t, $u, $f")
-
-
-def decode_properties(text: Optional[str]) -> Dict[str, Any]:
-    """Application properties from :func:`encode_properties` text; ``None`` gives ``{}``.
-
-    Raises:
-        MessageTypeError: ``text`` is not a str or None.
-        InvalidMessageError: ``text`` is not JSON written by :func:`encode_properties`.
-    """
-    if text is None:
-        return {}
-    if not isinstance(text, str):
-        raise MessageTypeError(f"stored application properties have type {_type_name(text)}; "
-                               f"expected JSON text or None")
-    try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        raise InvalidMessageError(f"stored application properties are not JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise InvalidMessageError(
-            f"stored application properties are a JSON {_type_name(raw)}, not an object")
-    return {key: _decode_value(key, value) for key, value in raw.items()}
 
 
 # -- what a receiver records on the messages it hands out (sbdelta/_receiver.py) ---------------

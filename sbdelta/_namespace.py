@@ -18,7 +18,7 @@ import os
 import re
 from typing import Optional
 
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import Clock, checked_clock
 from ._spark import get_spark
 from .exceptions import ServiceBusConnectionError
 
@@ -62,7 +62,7 @@ class Namespace:
     def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
         self.root = normalize_root(namespace)
         self.spark = get_spark(spark)
-        self.clock = clock or SYSTEM_CLOCK
+        self.clock = checked_clock(clock)
         self._fs = None
         from ._store.registry import Registry
 

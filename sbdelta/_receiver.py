@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from ._clock import from_spark
+from ._durations import expiry, expiry_sql
 from ._entity import Entity
 from ._forwarding import forwards
 from ._handler import Connection, Handler, positive_int, wait_seconds
@@ -17,11 +18,12 @@ from ._message import (ServiceBusMessage, ServiceBusMessageState, ServiceBusRece
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
-                     MessageStore, Settlement, seq_of_token)
-from .exceptions import (MessageAlreadySettled, MessageLockLostError,
-                         ServiceBusInvalidOperationError)
+                     MessageStore, SessionHold, Settlement, seq_of_token)
+from ._message_fields import check_body
+from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageSizeExceededError,
+                         ServiceBusInvalidOperationError, SessionLockLostError)
 
-__all__ = ["ServiceBusReceiver"]
+__all__ = ["ServiceBusReceiver", "ServiceBusSession"]
 
 
 class ServiceBusReceiver(Handler):
@@ -29,12 +31,28 @@ class ServiceBusReceiver(Handler):
 
     def __init__(self, connection: Connection, ref: EntityRef,
                  receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
-                 max_wait_time: Optional[float]) -> None:
+                 max_wait_time: Optional[float], *, session_id: Optional[str] = None) -> None:
         super().__init__(connection, ref)
         self._mode = receive_mode
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
         self._next_peek = 0
+        self._session = None if session_id is None else ServiceBusSession(self, session_id)
+
+    @property
+    def session(self) -> "ServiceBusSession":
+        """The session this receiver holds (a receiver made with ``session_id``)."""
+        if self._session is None:
+            raise ServiceBusInvalidOperationError(
+                f"this receiver of {self._ref.label} is not a session receiver: it has no "
+                "session. Get one with session_id=... on an entity that requires sessions")
+        return self._session
+
+    def close(self) -> None:
+        """Release the session lock, if this is a session receiver holding one: the session
+        and its unsettled messages are free for the next session receiver at once."""
+        if self._session is not None:
+            self._session._release()
 
     @property
     def entity_path(self) -> str:
@@ -81,7 +99,7 @@ class ServiceBusReceiver(Handler):
         ttl = timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
         default_ttl = entity.ttl_cap  # TTL-3
         if not peeked and not self._sub_queue and expires is None and default_ttl is not None:
-            expires = enqueued + default_ttl  # TTL-7: computed on the receive path
+            expires = expiry(enqueued, default_ttl)  # TTL-7: computed on the receive path
             ttl = default_ttl
         state = get.get("state") or ACTIVE
         visible = from_spark(get.get("visible_at")) or enqueued
@@ -129,12 +147,33 @@ class ServiceBusReceiver(Handler):
                 "destination, or clear forward_to with update_"
                 f"{entity.kind}. Its dead-letter queue can be received from")
 
+    def _check_sessions(self, entity: Entity, what: str) -> None:
+        """SESS-1: a session entity is read only through session receivers (its dead-letter
+        queue without sessions), and a session receiver only reads session entities."""
+        if self._sub_queue is not None:
+            return
+        if entity.requires_session and self._session is None:
+            raise ServiceBusInvalidOperationError(
+                f"{entity.label} requires sessions (requires_session=True), so it is read only "
+                f"through session receivers (SESS-1): get_{entity.kind}_receiver(..., "
+                "session_id=...). Its dead-letter queue is read without sessions")
+        if self._session is not None and not entity.requires_session:
+            raise ServiceBusInvalidOperationError(
+                f"{entity.label} was not created with requires_session=True: it has no "
+                f"sessions to receive from; drop session_id={self._session.session_id!r}")
+        if self._session is not None and what in ("peek", "receive deferred messages"):
+            raise ServiceBusInvalidOperationError(
+                f"{what} on a session receiver is not built yet (issue 14): receive the "
+                "session's messages with receive_messages or receive_dataframe")
+
     def _acquire(self, n: int, entity: Entity, *, as_rows: bool = False):
         self._check_not_forwarding(entity)
+        self._check_sessions(entity, "receive")
         store = self._store(entity)
+        hold = None if self._session is None else self._session._hold_for(entity)
         return store.acquire(n, policy=self._policy(entity), now=self._now(),
                              delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE,
-                             as_rows=as_rows)
+                             as_rows=as_rows, session=hold)
 
     def receive_messages(self, max_message_count: Optional[int] = 1,
                          max_wait_time: Optional[float] = None) -> List[ServiceBusReceivedMessage]:
@@ -151,7 +190,13 @@ class ServiceBusReceiver(Handler):
         deadline = time.monotonic() + (wait or 0.0)
         while True:
             entity = self._entity()
-            rows, _ = self._acquire(n, entity, as_rows=True)
+            rows, touched = self._acquire(n, entity, as_rows=True)
+            for _ in range(64 if self._session is not None else 0):
+                if rows or not touched:
+                    break
+                # A session receive registered other sessions' rows and handed out none of
+                # its own: read on (the frontier moved) before answering "nothing".
+                rows, touched = self._acquire(n, entity, as_rows=True)
             if rows or time.monotonic() >= deadline:
                 return [self._to_message(r, entity) for r in rows]
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
@@ -174,8 +219,7 @@ class ServiceBusReceiver(Handler):
         expires = F.col("expires_at")
         if default_ttl is not None and not self._sub_queue:
             micros = int(default_ttl / timedelta(microseconds=1))
-            expires = F.coalesce(expires, F.expr(
-                f"timestamp_micros(unix_micros(enqueued_time) + {micros})"))
+            expires = F.coalesce(expires, F.expr(expiry_sql("enqueued_time", str(micros))))
         return out.select(
             F.col("seq").alias("sequence_number"), "lock_token",
             F.col("locked_until").alias("locked_until_utc"), "delivery_count", "message_id",
@@ -197,6 +241,7 @@ class ServiceBusReceiver(Handler):
             return []
         entity = self._entity()
         self._check_not_forwarding(entity)
+        self._check_sessions(entity, "receive deferred messages")
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
         found = self._store(entity).receive_deferred(
             seqs, policy=self._policy(entity), now=self._now(), delete=delete,
@@ -221,6 +266,7 @@ class ServiceBusReceiver(Handler):
                     f"sequence_number must be an integer >= 0, got {sequence_number!r}")
             self._next_peek = sequence_number
         entity = self._lookup()  # peek works on disabled queues
+        self._check_sessions(entity, "peek")
         store = self._store(entity)
         now = self._now()
         while True:
@@ -254,6 +300,8 @@ class ServiceBusReceiver(Handler):
         if handed.settled:
             raise MessageAlreadySettled(
                 f"message {message.sequence_number} was already settled by this receiver")
+        if self._session is not None:
+            self._session._check_held("settle")
         return message
 
     def _settle(self, messages: List[ServiceBusReceivedMessage], action: str, *,
@@ -274,6 +322,10 @@ class ServiceBusReceiver(Handler):
             raise ServiceBusInvalidOperationError(
                 "a message in the dead-letter queue cannot be dead-lettered again; "
                 "complete it to remove it")
+        if action == "renew" and self._session is not None:
+            raise ServiceBusInvalidOperationError(
+                "the messages of a session receiver are locked by the session lock: renew it "
+                "with receiver.session.renew_lock()")
         now = self._now()
         settlement = self._settlement(entity, action, now, reason, description)
         locked = []
@@ -399,11 +451,128 @@ class ServiceBusReceiver(Handler):
         if action == "dead_letter" and self._sub_queue:
             raise ServiceBusInvalidOperationError(
                 "messages in the dead-letter queue cannot be dead-lettered again")
+        if self._session is not None:
+            self._session._check_held("settle")
         entity = self._entity()
         now = self._now()
         return self._store(entity).settle_frame(
             tokens, self._settlement(entity, action, now, reason, description), now,
             what=f"{action} on {self.entity_path}")
+
+
+class ServiceBusSession:
+    """The session a session receiver holds (SESS-2..5), as azure-servicebus's
+    ``receiver.session``: its id, lock and state.
+
+    The session is locked by the receiver's first operation (a receive, or a call here) and
+    released by ``receiver.close()``. Once the lock is lost (it ran out, unrenewed) every
+    operation of the receiver raises SessionLockLostError.
+    """
+
+    def __init__(self, receiver: ServiceBusReceiver, session_id: str) -> None:
+        self._receiver = receiver
+        self._session_id = session_id
+        self._hold: Optional[SessionHold] = None
+        self._lost = False
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def locked_until_utc(self) -> Optional[datetime]:
+        """When the session lock ends (None before the receiver has locked the session)."""
+        return None if self._hold is None else self._hold.locked_until
+
+    def _what(self, action: str) -> str:
+        return f"{action} on session {self._session_id!r} of {self._receiver.entity_path}"
+
+    def _check_held(self, action: str) -> SessionHold:
+        """The hold, when the lock is still ours (by this client's clock)."""
+        receiver = self._receiver
+        if self._hold is None and not self._lost:
+            return self._hold_for(receiver._entity())
+        if self._lost or self._hold.locked_until <= receiver._now():
+            self._lost = True
+            raise SessionLockLostError(
+                f"{self._what(action)}: the session lock is lost (it ended unrenewed at "
+                f"{self._hold.locked_until.isoformat()}, or the receiver was closed); the "
+                "session and its messages are free for the next session receiver. Open a new one")
+        return self._hold
+
+    def _hold_for(self, entity: Entity) -> SessionHold:
+        """Lock the session on first use (SESS-2); afterwards, check the lock is still held."""
+        if self._hold is not None or self._lost:
+            return self._check_held("receive")
+        receiver = self._receiver
+        receiver._check_sessions(entity, "lock the session")
+        self._hold = receiver._store(entity).lock_session(
+            self._session_id, receiver._now(), entity.policy.lock_duration)
+        return self._hold
+
+    def _store(self):
+        entity = self._receiver._entity()
+        return self._receiver._store(entity), entity
+
+    def renew_lock(self, *, timeout: Optional[float] = None) -> datetime:
+        """Extend the session lock, and the locks of the session's messages this receiver
+        holds, by the entity's lock duration from now (SESS-4); returns the new end."""
+        store, entity = self._store()
+        hold = self._check_held("renew the session lock")
+        now = self._receiver._now()
+        try:
+            store.move_session_lock(hold, now + entity.policy.lock_duration, now,
+                                    what=self._what("renew the session lock"))
+        except SessionLockLostError:
+            self._lost = True
+            raise
+        return hold.locked_until
+
+    def get_state(self, *, timeout: Optional[float] = None) -> Optional[bytes]:
+        """The session state (SESS-5), or None when none was set."""
+        store, _ = self._store()
+        hold = self._check_held("get the session state")
+        return store.session_state(hold, self._receiver._now(),
+                                   what=self._what("get the session state"))
+
+    def set_state(self, state: Union[str, bytes, bytearray, memoryview, None], *,
+                  timeout: Optional[float] = None) -> None:
+        """Replace the session state (SESS-5): bytes, or a str stored as UTF-8; None clears it.
+        It is kept whether or not the session has messages, up to the entity's message size
+        limit."""
+        if state is not None:
+            if not isinstance(state, (str, bytes, bytearray, memoryview)):
+                raise ServiceBusInvalidOperationError(
+                    f"a session state is bytes or str (stored as UTF-8), or None to clear it; "
+                    f"got {type(state).__name__}")
+            state = check_body(state)
+        store, entity = self._store()
+        if state is not None and len(state) > entity.max_message_size:
+            raise MessageSizeExceededError(
+                f"a session state of {len(state)} bytes is larger than {entity.label} allows "
+                f"({entity.max_message_size} bytes, its max_message_size_in_kilobytes); "
+                "nothing was written")
+        hold = self._check_held("set the session state")
+        store.set_session_state(hold, state, self._receiver._now(),
+                                what=self._what("set the session state"))
+
+    def _release(self) -> None:
+        """End the lock now (receiver.close()); a lock already lost needs no release."""
+        if self._hold is None or self._lost:
+            return
+        now = self._receiver._now()
+        if self._hold.locked_until > now:
+            store, _ = self._store()
+            try:
+                store.move_session_lock(self._hold, now, now,
+                                        what=self._what("release the session"))
+            except SessionLockLostError:
+                pass
+        self._lost = True
+
+    def __repr__(self) -> str:
+        return (f"ServiceBusSession(session_id={self._session_id!r}, "
+                f"locked_until_utc={self.locked_until_utc})")
 
 
 # -- what AutoLockRenewer needs of a receiver (sbdelta/_autolock.py) ----------------------------

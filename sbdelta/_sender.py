@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import zlib
 from datetime import datetime, timezone
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -15,7 +14,7 @@ from ._handler import Connection, Handler, positive_int
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
-from ._store import INBOX_COLUMNS, ddl, inbox_rows, sequence_number
+from ._store import INBOX_COLUMNS, ddl, inbox_rows, key_partition, sequence_number
 from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
                          ServiceBusInvalidOperationError)
 
@@ -61,7 +60,7 @@ class ServiceBusSender(Handler):
             key = message.message_id
         if key is None:
             return next(self._round_robin) % partitions
-        return zlib.crc32(key.encode("utf-8")) % partitions
+        return key_partition(key, partitions)
 
     def _write(self, messages: List[ServiceBusMessage], *, schedule: Optional[datetime] = None,
                need_seqs: bool = False) -> List[int]:
@@ -70,6 +69,8 @@ class ServiceBusSender(Handler):
             return []
         way = route(self._conn.entities, entity)  # FWD-2: a forwarding queue's chain end
         target = way.target
+        if way.requires_session:
+            _check_session_ids(messages, way.label)
         rows = inbox_rows(messages, now=self._now(), schedule=schedule,
                           ttl_cap=way.ttl_cap, limit=way.max_message_size,
                           entity=entity.label,
@@ -186,3 +187,14 @@ class ServiceBusSender(Handler):
         if appended:
             self._forward(way.target)
         return appended[1] if appended else 0
+
+
+def _check_session_ids(messages: List[ServiceBusMessage], label: str) -> None:
+    """SESS-1: every message sent to a session entity carries a session id."""
+    missing = [i for i, m in enumerate(messages) if m.session_id is None]
+    if missing:
+        raise ServiceBusInvalidOperationError(
+            f"{label} requires sessions (requires_session=True): every message needs a "
+            f"session_id, and message {missing[0]} of this send has none (SESS-1); nothing "
+            "was sent")
+

@@ -4,7 +4,7 @@ The size of a message is the sum of
 
 - the body's bytes;
 - the UTF-8 bytes of its application properties as they are stored: the JSON text that
-  :func:`sbdelta._message.encode_properties` writes (or, for ``send_dataframe``, the JSON
+  :func:`sbdelta._app_properties.encode_properties` writes (or, for ``send_dataframe``, the JSON
   text of the ``application_properties`` column, a map or struct being written with
   ``to_json``); 0 without properties;
 - the UTF-8 bytes of every system string property that is set: message_id, session_id,

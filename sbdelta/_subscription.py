@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, Optional, Sequence
 
 from ._clock import utc
+from ._durations import expiry_sql
 from ._properties import FalseRuleFilter, RuleProperties, TrueRuleFilter
 from .rules import FILTER_EXCEPTION_REASON
 from ._store import COPY_SHIFT, sql_literal
@@ -238,8 +239,8 @@ def _cap_ttl(rows, cap: timedelta):
 
     cap_ms = int(cap / timedelta(milliseconds=1))
     longer = F.col("time_to_live_ms") > F.lit(cap_ms)
-    cut_expiry = F.expr(f"timestamp_micros(unix_micros(coalesce(scheduled_enqueue_time, "
-                        f"enqueued_time)) + {cap_ms * 1000})")
+    cut_expiry = F.expr(expiry_sql("coalesce(scheduled_enqueue_time, enqueued_time)",
+                                   str(cap_ms * 1000)))
     return (rows.withColumn("expires_at", F.when(longer, cut_expiry)
                             .otherwise(F.col("expires_at")))
             .withColumn("time_to_live_ms", F.when(longer, F.lit(cap_ms).cast("bigint"))

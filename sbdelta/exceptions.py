@@ -16,6 +16,8 @@ __all__ = [
     "ServiceBusConnectionError",
     "OperationTimeoutError",
     "MessageLockLostError",
+    "SessionLockLostError",
+    "SessionCannotBeLockedError",
     "MessageTypeError",
     "InvalidMessageError",
     "MessageAlreadySettled",
@@ -81,6 +83,15 @@ class CommitConflictError(ServiceBusError):
 
 class MessageLockLostError(ServiceBusError):
     """The lock on a message expired, was never held by this receiver, or was taken over."""
+
+
+class SessionLockLostError(ServiceBusError):
+    """The receiver's session lock expired or was taken over (SESS-4): every later operation of
+    that receiver fails; the session's messages go to the next session receiver."""
+
+
+class SessionCannotBeLockedError(ServiceBusError):
+    """Another receiver holds the named session (SESS-2); try again when its lock ends."""
 
 
 class AutoLockRenewFailed(ServiceBusError):

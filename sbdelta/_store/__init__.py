@@ -12,12 +12,14 @@ from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
                      INBOX_NAMES,
                      MAX_HOPS, MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, PID_SHIFT, PING,
-                     PING_CONTENT_TYPE, SCHEDULED, msg_key, partition_of, sequence_number)
+                     PING_CONTENT_TYPE, SCHEDULED, key_partition, msg_key, partition_of,
+                     sequence_number)
 from . import forward
 from .forward import Destination
 from .locks import DLQ_POLICY, Policy, seq_of_token
 from .messages import Counts, MessageStore
 from .schema import ddl
+from .sessions import SessionHold
 from .settle import Disposition, Locked, Settlement
 
 __all__ = [
@@ -26,9 +28,10 @@ __all__ = [
     "MAX_HOPS",
     "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
     "PING_CONTENT_TYPE", "PID_SHIFT", "COPY_SHIFT", "msg_key", "partition_of", "sequence_number",
+    "key_partition",
     "OPERATION_BOUND", "ddl", "inbox_rows", "sql_literal",
     # locks and settlement
-    "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement",
+    "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement", "SessionHold",
     # commits
     "latest_version", "retry", "checkpoint", "optimize", "vacuum",
     # maintenance

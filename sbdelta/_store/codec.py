@@ -6,7 +6,7 @@ One size rule (SEND-5) for every send form
     (:func:`size_column`).
 
 Application properties given as JSON text (``send_dataframe``)
-    Receivers decode the stored text with :func:`sbdelta._message.decode_properties`; a row it
+    Receivers decode the stored text with :func:`sbdelta._app_properties.decode_properties`; a row it
     cannot decode would fail every receive that meets it, after the receive's lock committed.
     So a JSON text column must match :data:`PROPERTIES_JSON`: a JSON object whose values are
     strings, numbers (integers within 64 bits, as ``ServiceBusMessage`` allows), true, false,
@@ -29,7 +29,10 @@ from datetime import datetime, timedelta
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 from .._clock import utc
-from .._message import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS, ServiceBusMessage, encode_properties
+from .._durations import expiry
+from .._app_properties import encode_properties
+from .._message import ServiceBusMessage
+from .._message_fields import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS
 from .._size import SIZE_RULE, byte_length, message_size
 from ..exceptions import (MessageSizeExceededError, ServiceBusError,
                           ServiceBusInvalidOperationError)
@@ -94,7 +97,7 @@ def inbox_rows(messages: Sequence[ServiceBusMessage], *, now: datetime,
         ttl = message.time_to_live
         if ttl is not None and ttl_cap is not None:
             ttl = min(ttl, ttl_cap)  # TTL-3
-        expires = enqueued + ttl if ttl is not None else None  # TTL-1/2/7
+        expires = expiry(enqueued, ttl)  # TTL-1/2/7
         pid = partition(message)
         idx = counters.get(pid, 0)
         if idx >= MAX_ROWS_PER_PARTITION_PER_COMMIT:
@@ -198,10 +201,14 @@ _ROW_RULES: Dict[str, Tuple[Type[ServiceBusError], str]] = {
         ServiceBusInvalidOperationError,
         "a row has session_id and partition_key set to different values; they must be equal "
         "(PART-2)"),
+    "SEND_NO_SESSION": (
+        ServiceBusInvalidOperationError,
+        "a row has no session_id, and the entity requires sessions (requires_session=True): "
+        "every row needs a session_id of 1 to 128 characters (SESS-1)"),
     "SEND_TTL": (
         ServiceBusInvalidOperationError,
-        "a row has a time_to_live <= 0; it must be a positive number of seconds, or null for "
-        "the queue's default"),
+        "a row has a time_to_live that is not a positive number of seconds (<= 0, under a "
+        "millisecond, or NaN); it must be one, or null for the queue's default"),
     "SEND_PARTITION_FULL": (
         ServiceBusInvalidOperationError,
         f"more than {MAX_ROWS_PER_PARTITION_PER_COMMIT} rows fall into one partition; split the "

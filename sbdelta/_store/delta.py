@@ -294,6 +294,11 @@ def optimize(spark, path: str) -> Tuple[int, int]:
 
     Retried when a concurrent writer removed a file it was compacting.
     """
+    from . import rs
+
+    if rs.most_files_in_a_partition(path) in (0, 1):
+        return 0, 0  # one file per partition at most: nothing to bin-pack, no Spark job
+
     def step():
         rows = spark.sql(f"OPTIMIZE delta.`{path}`").collect()
         metrics = rows[0].metrics if rows else None
@@ -385,7 +390,13 @@ _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False) -> int:
     """VACUUM one table, keeping files removed less than ``retain_hours`` ago; returns the
-    number of files deleted (or, with ``dry_run``, that would be)."""
+    number of files deleted (or, with ``dry_run``, that would be). A local table that delta-rs
+    finds nothing to delete in is left alone (Spark's own dry run rebuilds the snapshot and
+    lists every file: most of a compaction round's time when nothing is old enough)."""
+    from . import rs
+
+    if rs.vacuum_candidates(path, retain_hours) == 0:
+        return 0
     retain = f"RETAIN {retain_hours:g} HOURS"
     previous = spark.conf.get(_RETENTION_CHECK, "true")
     if retain_hours < 168:

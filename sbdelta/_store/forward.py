@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
+from .._durations import expiry_sql
 from .apply import apply_df, as_ops, to_source
 from .delta import latest_snapshot, retry, sql_literal
 from .inbox import inbox_range
@@ -99,7 +100,7 @@ def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bo
            .withColumn("hops", (F.coalesce("hops", F.lit(0)) + 1).cast("int")))
     if dest.ttl_cap is not None:
         cap_ms = int(dest.ttl_cap / timedelta(milliseconds=1))
-        capped = F.expr(f"timestamp_micros(unix_micros(enqueued_time) + {cap_ms * 1000})")
+        capped = F.expr(expiry_sql("enqueued_time", str(cap_ms * 1000)))
         # As a send does (TTL-3): a message's own TTL is cut to the cap; one without keeps
         # none, and the destination's default applies when it is received (TTL-7).
         own = F.col("time_to_live_ms").isNotNull()

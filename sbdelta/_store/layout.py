@@ -20,6 +20,7 @@ Each entity (a queue today; subscriptions later) has three Delta tables under it
 
 from __future__ import annotations
 
+import zlib
 from datetime import timedelta
 
 from .schema import PORTABLE_PROPERTIES
@@ -38,6 +39,9 @@ SEQ_MASK = (1 << 64) - 1
 
 # Row kinds (column ``kind``) and message states (column ``state``).
 MSG, FRONTIER, DEDUP, PING = "MSG", "FRONTIER", "DEDUP", "PING"
+# SESS-2..5: one row per session of a session entity (key ``s:<session id>``), in the partition
+# its session id hashes to: the session lock (lock_token, locked_until) and the session state.
+SESSION = "SESSION"
 # PAIR-6: a message of this content type is a ping (kind PING in the inbox). Registration drops
 # pings, so no receive, peek or count ever sees one (RECV-7); maintenance purges them from the
 # inbox with the registered rows.
@@ -165,6 +169,15 @@ def start_version(frontier: int) -> int:
 def sequence_number(pid: int, version: int, idx: int) -> int:
     """SEND-3: the sequence number of row ``idx`` of partition ``pid`` in inbox commit ``version``."""
     return (pid << PID_SHIFT) | (version << VERSION_SHIFT) | idx
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """PART-2: the partition a session id, partition key or message id chooses."""
+    return zlib.crc32(key.encode("utf-8")) % partitions if partitions > 1 else 0
+
+
+def session_key(session_id: str) -> str:
+    return f"s:{session_id}"
 
 
 def msg_key(seq: int) -> str:

@@ -2,8 +2,9 @@
 
 Every form of receive (a batch, a DataFrame, deferred messages by sequence number) grants locks
 with :func:`grant`; every settlement and renewal checks a lock with :func:`lock_held_sql`;
-every planner decides what may be handed out with :func:`conditions`. Session locks will be
-added here.
+every planner decides what may be handed out with :func:`conditions`. A session lock
+(:mod:`.sessions`) is a token of the same shape; the messages a session receiver holds carry
+its grant prefix and its end time, so they are checked here like any other lock.
 
 Lock tokens are UUID-shaped: 64 random bits of the grant, then the message's 64-bit sequence
 number, so a DataFrame of tokens can be settled without a lookup, with literal ``pid``

@@ -13,14 +13,14 @@ import copy
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import deadletter, expiry, forward, inbox, reads, receive, schedule, settle
+from . import deadletter, expiry, forward, inbox, reads, receive, schedule, sessions, settle
 from .apply import apply_df, as_ops
 from .codec import send_error
 from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
                     sql_literal)
 from .deltalog import add_missing_columns, require_portable
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
-                     MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid)
+                     MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid, key_partition)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import ddl, tblproperties
@@ -125,8 +125,30 @@ class MessageStore:
             raise send_error(tripped.code, limit=limit, entity=entity) from None
 
     def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool,
-                as_rows: bool = False):
-        return receive.acquire(self, n, policy=policy, now=now, delete=delete, as_rows=as_rows)
+                as_rows: bool = False, session: Optional[sessions.SessionHold] = None):
+        return receive.acquire(self, n, policy=policy, now=now, delete=delete, as_rows=as_rows,
+                               session=session)
+
+    # -- sessions (SESS-2..5) ------------------------------------------------------------------
+    def lock_session(self, session_id: str, now: datetime,
+                     duration: timedelta) -> sessions.SessionHold:
+        """Take the session's lock; SessionCannotBeLockedError when someone holds it."""
+        return sessions.lock_session(self, session_id, key_partition(session_id, self.partitions),
+                                     now, duration)
+
+    def move_session_lock(self, hold: sessions.SessionHold, until: datetime, now: datetime, *,
+                          what: str) -> None:
+        """Renew (``until`` later) or release (``until`` = now) a session lock and the locks of
+        the messages held under it, in one commit."""
+        sessions.move_lock(self, hold, until, now, what)
+
+    def session_state(self, hold: sessions.SessionHold, now: datetime, *,
+                      what: str) -> Optional[bytes]:
+        return sessions.get_state(self, hold, now, what)
+
+    def set_session_state(self, hold: sessions.SessionHold, state: Optional[bytes],
+                          now: datetime, *, what: str) -> None:
+        sessions.set_state(self, hold, state, now, what)
 
     def receive_deferred(self, seqs: Sequence[int], *, policy: Policy, now: datetime,
                          delete: bool, what: str) -> List:

@@ -14,13 +14,16 @@ Receivers start at a random partition, so two of them rarely touch the same one.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import MessageNotFoundError
 
-from .apply import SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops, to_source
-from .delta import LITERAL_ROWS, merge, retry, sql_literal
+from . import sessions
+from .apply import (SOURCE_COLUMNS, SOURCE_NAMES, apply_clauses, apply_df, apply_rows, as_ops,
+                    to_source)
+from .delta import LITERAL_ROWS, merge, retry, sql_literal, values_relation
 from .expiry import expiry_ops
 from .inbox import scan_inbox
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
@@ -28,12 +31,15 @@ from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER
                      frontier_at, key_sql, pid_list, start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .schema import ddl
+from .sessions import SessionHold
 
 
-def _stats(store, policy: Policy, now: datetime):
+def _stats(store, policy: Policy, now: datetime, only: Optional[str] = None):
     from pyspark.sql import functions as F
 
     claimable, action, _ = conditions(policy, now, dead_letter=store.dead_letter)
+    if only is not None:  # a session receive counts its session's messages only
+        claimable = f"({claimable}) AND {only}"
     rows = (store.messages().groupBy("pid").agg(
         F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"),
         F.max(F.when(F.col("kind") == FRONTIER, F.col("rev"))).alias("frontier_rev"),
@@ -46,28 +52,41 @@ def _stats(store, policy: Policy, now: datetime):
 
 
 def acquire(store, n: int, *, policy: Policy, now: datetime, delete: bool,
-            as_rows: bool = False):
+            as_rows: bool = False, session: Optional[SessionHold] = None):
     """Hand out up to ``n`` messages: lock them (PeekLock) or remove them (ReceiveAndDelete).
 
     One MERGE per call (retried from scratch on conflict). Returns the handed-out rows,
-    possibly none, and the partitions it touched. The rows are a DataFrame (checkpointed: it
+    possibly none, and the partitions it touched (a session receive: its partition if it
+    registered new rows). The rows are a DataFrame (checkpointed: it
     does not change when the tables do) or, with ``as_rows`` (a list receive), a list of Rows
     sorted by sequence number: the plan is then collected once and the MERGE reads it as a
     literal relation, so neither a checkpoint nor a second collect runs.
+
+    With ``session`` (SESS-2) only that session's messages are handed out, in sequence order,
+    locked with the session's grant prefix until the session lock ends; every new inbox row of
+    the session's partition that the receive reads is registered (other sessions' rows free),
+    and the MERGE carries the session row at the revision read, so it commits only while the
+    session is held (SessionLockLostError otherwise).
     """
-    return retry(lambda: _acquire_once(store, n, policy, now, delete, as_rows),
+    return retry(lambda: _acquire_once(store, n, policy, now, delete, as_rows, session),
                  what=f"receive from {store.messages_path}")
 
 
 def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
-                  as_rows: bool):
-    stats = _stats(store, policy, now)
+                  as_rows: bool, session: Optional[SessionHold] = None):
+    guard = only = None
+    if session is not None:
+        guard = sessions.guard_row(sessions.check_held(store, session, now, "receive"))
+        only = f"session_id = {sql_literal(session.session_id)}"
+    stats = _stats(store, policy, now, only)
     frontiers = {p: (stats[p].frontier if p in stats and stats[p].frontier is not None
                      else -1) for p in range(store.partitions)}
     claimable = {p: (stats[p].claimable if p in stats else 0) for p in range(store.partitions)}
     actions = {p: (stats[p].actions if p in stats else 0) for p in range(store.partitions)}
     revs = {p: stats[p].frontier_rev for p in stats if stats[p].frontier_rev is not None}
     tombstones = {p for p in stats if stats[p].tombstones}
+    if session is not None:  # one partition holds the session
+        frontiers = {session.pid: frontiers[session.pid]}
     new_rows, hi, new_counts = None, -1, {}
     if not store.dead_letter and n > sum(claimable.values()):
         latest = store.latest_version(store.inbox_path)
@@ -80,7 +99,7 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     take_old: Dict[int, int] = {}
     take_new: Dict[int, int] = {}
     remaining = n
-    for i in range(store.partitions):
+    for i in range(store.partitions if session is None else 0):
         p = (start + i) % store.partitions
         old, new = claimable[p], new_counts.get(p, 0)
         if old + new + actions[p] == 0:
@@ -93,8 +112,15 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
         take_new[p] = min(new, remaining - take_old[p])
         remaining -= take_old[p] + take_new[p]
         chosen.append(p)
+    if session is not None:
+        # Its partition only: registered messages of the session, and every new row read
+        # (registered whole: the frontier passes them all; the plan hands out the session's).
+        p = session.pid
+        if claimable[p] + new_counts.get(p, 0) + actions[p]:
+            take_old[p], take_new[p] = min(claimable[p], n), new_counts.get(p, 0)
+            chosen.append(p)
     # Partitions whose frontier lags although nothing of theirs was in the versions read.
-    idle = [p for p in range(store.partitions)
+    idle = [p for p in frontiers
             if new_rows is not None and p not in new_counts
             and start_version(frontiers[p]) <= hi]
     # Advance them when they lag far (or nothing else is to do), so that a partition no
@@ -107,10 +133,14 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
             return [], []
         return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),))), []
 
-    prefix = lock_token_prefix()
+    lock = (Grant(lock_token_prefix(), now + policy.lock_duration) if session is None
+            else Grant(session.grant_prefix, session.locked_until, session.session_id,
+                       n - sum(take_old.values())))
     plan = _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
-                 policy, now, delete, prefix, any(actions[p] for p in chosen),
+                 policy, now, delete, lock, any(actions[p] for p in chosen),
                  tombstones.intersection(chosen))
+    if guard is not None:  # commits only while the session row is as read
+        plan = plan.unionByName(guard_frame(store, guard))
     if as_rows and n <= LITERAL_ROWS:
         rows = plan.collect()
         apply_rows(store, [r.asDict() for r in rows if r._op is not None], chosen, now)
@@ -123,15 +153,38 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
         out = plan.where("_out")
         if as_rows:
             out = sorted(out.collect(), key=lambda r: r.seq)  # no sort job: rows are few
+    if session is not None:
+        session.rev += 1  # the guard row rewrote the session row
     rejects = getattr(store.admit, "dead_letters", False)  # filter errors (TOPIC-5)
     if any(actions[p] for p in chosen) or (
             (policy.dead_letter_on_expiration or rejects) and any(take_new.values())):
         store.move_dead_letters(chosen, now)
+    if session is not None:  # the partition, when its frontier moved: reading on may find more
+        return out, [p for p in chosen if take_new.get(p)]
     return out, chosen
 
 
+@dataclass(frozen=True)
+class Grant:
+    """How a receive locks what it hands out: the grant prefix of the lock tokens and when the
+    locks end; for a session receive, the session id and how many new rows it may hand out."""
+
+    prefix: str
+    until: datetime
+    session_id: Optional[str] = None
+    new_limit: int = 0
+
+
+def guard_frame(store, row: dict):
+    """The session guard row (:func:`.sessions.guard_row`) as a plan part."""
+    from pyspark.sql import functions as F
+
+    data = [tuple(row.get(n, "STALE" if n == "_guard" else None) for n in SOURCE_NAMES)]
+    return values_relation(store.spark, data, SOURCE_COLUMNS).withColumn("_out", F.lit(False))
+
+
 def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
-          policy: Policy, now: datetime, delete: bool, prefix: str, act: bool, tombstones):
+          policy: Policy, now: datetime, delete: bool, lock: Grant, act: bool, tombstones):
     """The apply-MERGE source of one receive, with ``_out`` marking what is handed out.
 
     Parts that the per-partition stats show to be empty are left out of the plan (``act``:
@@ -143,7 +196,9 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
     from pyspark.sql import functions as F
 
     claimable, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
-    lock_until = now + policy.lock_duration
+    if lock.session_id is not None:
+        claimable = f"({claimable}) AND session_id = {sql_literal(lock.session_id)}"
+    prefix, lock_until = lock.prefix, lock.until
     m = store.messages().where(f"pid IN ({pid_list(chosen)})")
     parts = []
 
@@ -164,8 +219,8 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
 
     # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
     if new_rows is not None and any(take_new.get(p) for p in chosen):
-        parts += _register(store, m, new_rows, chosen, take_new, policy, now, delete, prefix,
-                           lock_until, tombstones)
+        parts += _register(store, m, new_rows, chosen, take_new, policy, now, delete, lock,
+                           tombstones)
     # 4. Frontiers of the chosen partitions that took new rows.
     frontier_rows = []
     for p in chosen:
@@ -186,12 +241,13 @@ def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
 
 
 def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetime,
-              delete: bool, prefix: str, lock_until: datetime, tombstones):
+              delete: bool, lock: Grant, tombstones):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     now_sql = sql_literal(now)
-    rows = (_taken(new_rows.where(f"pid IN ({pid_list(chosen)})"), chosen, take_new)
+    prefix, lock_until = lock.prefix, lock.until
+    rows = (_taken(new_rows.where(f"pid IN ({pid_list(chosen)})"), chosen, take_new, lock)
             .drop("_change_type", "_commit_timestamp", "_commit_version", "idx")
             .withColumns({"k": F.expr(key_sql("seq")), "_tk": F.expr(key_sql("pos")),
                           "visible_at": F.coalesce("scheduled_enqueue_time",
@@ -286,14 +342,22 @@ def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetim
     return parts + dedup_parts
 
 
-def _taken(new_rows, pids, take_new):
+def _taken(new_rows, pids, take_new, lock: Optional[Grant] = None):
     """The new rows a receive registers: per partition, the first ``take_new[p]`` in order of
     position and copy (``_hand``: handed out), and the other copies of the last position
     taken, so that a position is never registered in part (its frontier passes all its
-    copies at once)."""
+    copies at once). A session receive registers every row read and hands out the first
+    ``lock.new_limit`` of its session's."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if lock is not None and lock.session_id is not None:
+        mine = F.coalesce(F.col("session_id") == F.lit(lock.session_id), F.lit(False))
+        in_order = Window.partitionBy("pid", "_mine").orderBy("pos", "seq")
+        return (new_rows.withColumn("_mine", mine)
+                .withColumn("_hand", F.col("_mine")
+                            & (F.row_number().over(in_order) <= F.lit(lock.new_limit)))
+                .drop("_mine"))
     takes = case_by_pid({p: take_new.get(p, 0) for p in pids})
     order = Window.partitionBy("pid").orderBy("pos", "seq")
     return (new_rows.withColumn("_hand", F.row_number().over(order) <= F.expr(takes))

@@ -18,8 +18,9 @@ from typing import Callable, List, Optional, Tuple
 
 from .._clock import from_spark
 from . import schema
-from .delta import (GuardTripped, create_table, guard, local_path, merge, retry, run_guarded,
-                    sql_literal, values_relation)
+from . import rs
+from .delta import (GuardTripped, create_table, guard, merge, retry, run_guarded, sql_literal,
+                    values_relation)
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,9 @@ class Registry:
     def _rows(self) -> List[dict]:
         """Every row of the table's latest version. A local registry is read with delta-rs
         (``deltalake``: milliseconds, no Spark job); elsewhere, or without it, with Spark."""
-        local = local_path(self.path)
-        if local is not None:
-            try:
-                from deltalake import DeltaTable
-            except ImportError:  # Python < 3.10: the package is not installed
-                pass
-            else:
-                return DeltaTable(local).to_pyarrow_table().to_pylist()
+        fast = rs.rows(self.path)
+        if fast is not None:
+            return fast
         return [r.asDict() for r in self.spark.read.format("delta").load(self.path).collect()]
 
     def get(self, key: str) -> Optional[RegistryRow]:

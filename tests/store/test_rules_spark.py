@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from chispa import assert_df_equality
 
-from sbdelta._message import encode_properties
+from sbdelta._app_properties import encode_properties
 from sbdelta.management import (CorrelationRuleFilter, FalseRuleFilter, SqlRuleAction,
                                 SqlRuleFilter, TrueRuleFilter)
 from sbdelta.rules import action_columns, filter_column

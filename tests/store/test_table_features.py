@@ -129,7 +129,7 @@ def test_the_registry_reads_the_same_through_delta_rs_and_through_spark(spark, t
     admin.create_subscription("t", "s")
     registry = Namespace(str(tmp_path / "ns"), spark=spark).registry
     fast = (registry.all(), registry.list("subscription", "t"), registry.get("q"))
-    monkeypatch.setattr(registry_module, "local_path", lambda uri: None)
+    monkeypatch.setattr(registry_module.rs, "rows", lambda path: None)
     assert (registry.all(), registry.list("subscription", "t"), registry.get("q")) == fast
     assert {row.kind for row in fast[0]} >= {"queue", "topic", "subscription"}
     assert [row.name for row in fast[1]] == ["s"]

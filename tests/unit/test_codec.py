@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from sbdelta._message import decode_properties, encode_properties
+from sbdelta._app_properties import decode_properties, encode_properties
 from sbdelta._store.codec import PROPERTIES_JSON
 
 RULE = re.compile(PROPERTIES_JSON)

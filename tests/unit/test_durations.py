@@ -109,3 +109,19 @@ def test_round_trip(td):
 def test_format_rejects(bad):
     with pytest.raises(InvalidPropertyError, match="duration"):
         format_duration(bad)
+
+
+# -- where a time to live ends (issue 18: durations near the limits) -----------------------------
+def test_expiry_past_the_last_representable_instant_is_never():
+    from datetime import datetime, timezone
+
+    from sbdelta._durations import MAX_INSTANT_MICROS, expiry
+
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    assert expiry(start, None) is None
+    assert expiry(start, timedelta(days=1)) == datetime(2030, 1, 2, tzinfo=timezone.utc)
+    assert expiry(start, timedelta(days=2_000_000)) is not None  # year 7505
+    assert expiry(start, timedelta(days=3_000_000)) is None  # past 9999-12-31: never
+    last = datetime.max.replace(tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    assert (last - epoch) // timedelta(microseconds=1) == MAX_INSTANT_MICROS

@@ -6,11 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from sbdelta._app_properties import decode_properties, encode_properties
 from sbdelta._durations import TIMESPAN_MAX
+from sbdelta._message_fields import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS
 from sbdelta._size import HEADER_ALLOWANCE
 from sbdelta._message import (
-    MAX_ID_LENGTH,
-    SYSTEM_STRING_FIELDS,
     InvalidMessageError,
     MessageTypeError,
     ServiceBusMessage,
@@ -19,8 +19,6 @@ from sbdelta._message import (
     ServiceBusReceivedMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
-    decode_properties,
-    encode_properties,
     to_message_list,
 )
 from sbdelta.exceptions import (MessageSizeExceededError, ServiceBusError,
@@ -697,3 +695,25 @@ def test_to_message_list_names_the_bad_index():
         to_message_list([ServiceBusMessage("a"), "b"])
     with pytest.raises(MessageTypeError, match=r"messages\[0\] has type ServiceBusMessageBatch"):
         to_message_list((ServiceBusMessageBatch(10),))
+
+
+# -- text that cannot be stored (issue 18: lone surrogates) --------------------------------------
+@pytest.mark.parametrize("kwargs, field", [
+    ({"body": "a\ud800b"}, "body"),
+    ({"body": "x", "message_id": "id\udc00"}, "message_id"),
+    ({"body": "x", "subject": "s\ud800"}, "subject"),
+    ({"body": "x", "application_properties": {"k\ud800": 1}}, "an application_properties key"),
+    ({"body": "x", "application_properties": {"k": "v\udfff"}}, "application_properties['k']"),
+])
+def test_lone_surrogates_are_refused_naming_field_and_position(kwargs, field):
+    with pytest.raises(InvalidMessageError, match="lone surrogate") as raised:
+        ServiceBusMessage(**kwargs)
+    assert raised.value.message.startswith(field)
+    assert "encodes as UTF-8" in raised.value.message
+
+
+def test_a_field_set_later_is_checked_for_lone_surrogates_too():
+    message = ServiceBusMessage("x")
+    with pytest.raises(InvalidMessageError, match=r"correlation_id holds .* at position 3"):
+        message.correlation_id = "abc\ud834"
+    assert message.correlation_id is None

@@ -1,0 +1,152 @@
+"""Sessions (issue 14, first part): SESS-1, SESS-2 (named sessions), SESS-4, SESS-5.
+
+A session receiver holds a lock on one session of a queue created with ``requires_session``;
+it receives that session's messages in sequence order, settles them while the session lock
+holds, renews the lock, keeps the session state, and frees the session when closed or when its
+lock runs out. Time is a ManualClock.
+"""
+
+from datetime import timedelta
+
+import pytest
+
+from sbdelta import (MessageSizeExceededError, ServiceBusClient, ServiceBusMessage,
+                     SessionCannotBeLockedError, SessionLockLostError)
+from sbdelta.exceptions import (InvalidMessageError, MessageTypeError,
+                                ServiceBusInvalidOperationError)
+
+
+@pytest.fixture(scope="module")
+def ns(spark, tmp_path_factory):
+    return str(tmp_path_factory.mktemp("sessions") / "ns")
+
+
+LOCK = timedelta(seconds=30)
+
+
+def send(client, name, *ids):
+    """One send per id ``<session>-<n>`` (so sequence numbers follow the order given)."""
+    sender = client.get_queue_sender(name)
+    for message_id in ids:
+        sender.send_messages(ServiceBusMessage(message_id, message_id=message_id,
+                                               session_id=message_id.split("-")[0]))
+
+
+def test_sess_1_a_session_queue_takes_only_session_messages_and_session_receivers(
+        spark, client, queue, admin):
+    name = queue(requires_session=True)
+    sender = client.get_queue_sender(name)
+    with pytest.raises(ServiceBusInvalidOperationError, match="message 1 of this send has none"):
+        sender.send_messages([ServiceBusMessage("a", session_id="s"), ServiceBusMessage("b")])
+    with pytest.raises(ServiceBusInvalidOperationError, match="every row needs a session_id"):
+        sender.send_dataframe(spark.createDataFrame(
+            [("a", "s"), ("b", None)], "body STRING, session_id STRING"))
+    assert admin.get_queue_runtime_properties(name).total_message_count == 0  # nothing sent
+    plain = client.get_queue_receiver(name)
+    for call in (lambda: plain.receive_messages(1), lambda: plain.peek_messages(1),
+                 lambda: plain.receive_dataframe(1)):
+        with pytest.raises(ServiceBusInvalidOperationError, match="only through session rec"):
+            call()
+    ordinary = queue()
+    with pytest.raises(ServiceBusInvalidOperationError, match="not created with requires_sess"):
+        client.get_queue_receiver(ordinary, session_id="s").receive_messages(1)
+    with pytest.raises(ServiceBusInvalidOperationError, match="not a session receiver"):
+        plain.session
+    with pytest.raises(InvalidMessageError, match="session_id is empty"):
+        client.get_queue_receiver(name, session_id="")
+    with pytest.raises(InvalidMessageError, match="at most 128"):
+        client.get_queue_receiver(name, session_id="s" * 129)
+    with pytest.raises(MessageTypeError, match="session_id has type int"):
+        client.get_queue_receiver(name, session_id=7)
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["queue", "partitioned"])
+def test_sess_2_a_session_receiver_holds_its_session_and_gets_its_messages_in_order(
+        spark, ns, clock, client, queue, partitioned):
+    name = queue(requires_session=True, enable_partitioning=partitioned, lock_duration=LOCK)
+    send(client, name, "a-1", "b-1", "a-2", "b-2", "a-3")
+    ra = client.get_queue_receiver(name, session_id="a")
+    got = ra.receive_messages(10)
+    assert [m.message_id for m in got] == ["a-1", "a-2", "a-3"]  # its own, in sequence order
+    assert [m.sequence_number for m in got] == sorted(m.sequence_number for m in got)
+    assert all(m.locked_until_utc == ra.session.locked_until_utc == clock.now() + LOCK
+               for m in got)
+    # Another client (another process would do the same) cannot take session "a" meanwhile.
+    with ServiceBusClient(ns, spark=spark, clock=clock) as other:
+        with pytest.raises(SessionCannotBeLockedError, match="session 'a' is locked"):
+            other.get_queue_receiver(name, session_id="a").receive_messages(1)
+        rb = other.get_queue_receiver(name, session_id="b")
+        got_b = rb.receive_messages(10)
+        assert [m.message_id for m in got_b] == ["b-1", "b-2"]
+        rb.complete_messages(got_b)
+    ra.complete_messages(got[:2])
+    ra.abandon_message(got[2])
+    [again] = ra.receive_messages(10)
+    assert (again.message_id, again.delivery_count) == ("a-3", 2)
+    send(client, name, "a-4")  # sent while the session is held: this holder gets it
+    assert [m.message_id for m in ra.receive_messages(10)] == ["a-4"]
+    ra.close()  # frees the session and the messages it held
+    with client.get_queue_receiver(name, session_id="a") as next_holder:
+        got = next_holder.receive_messages(10)
+        assert [(m.message_id, m.delivery_count) for m in got] == [("a-3", 3), ("a-4", 2)]
+        next_holder.complete_messages(got)
+        assert next_holder.receive_messages(10) == []
+
+
+def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
+        client, queue, clock):
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, "a-1", "a-2")
+    ra = client.get_queue_receiver(name, session_id="a")
+    [first, second] = ra.receive_messages(10)
+    clock.advance(timedelta(seconds=20))
+    until = ra.session.renew_lock()
+    assert until == clock.now() + LOCK == ra.session.locked_until_utc
+    clock.advance(timedelta(seconds=20))  # past the first lock's end: renewed, still held
+    ra.complete_message(first)  # its message lock was renewed with the session
+    with pytest.raises(ServiceBusInvalidOperationError, match="session.renew_lock"):
+        ra.renew_message_lock(second)
+    clock.advance(LOCK)  # unrenewed: the session lock is lost
+    for call in (lambda: ra.complete_message(second), lambda: ra.receive_messages(1),
+                 lambda: ra.session.get_state(), lambda: ra.session.renew_lock()):
+        with pytest.raises(SessionLockLostError, match="session lock is lost"):
+            call()
+    rb = client.get_queue_receiver(name, session_id="a")
+    [back] = rb.receive_messages(10)  # the session and its message are free again
+    assert (back.message_id, back.delivery_count) == ("a-2", 2)
+    rb.complete_message(back)
+
+
+def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, queue):
+    name = queue(requires_session=True, max_message_size_in_kilobytes=1)
+    ra = client.get_queue_receiver(name, session_id="s")
+    assert ra.session.get_state() is None  # the first call locks the session
+    ra.session.set_state(b"\x00state")
+    assert ra.session.get_state() == b"\x00state"
+    ra.session.set_state("zustand ü")
+    assert ra.session.get_state() == "zustand ü".encode("utf-8")
+    with pytest.raises(MessageSizeExceededError, match="1025 bytes"):
+        ra.session.set_state(b"x" * 1025)
+    with pytest.raises(ServiceBusInvalidOperationError, match="bytes or str"):
+        ra.session.set_state(42)
+    assert ra.session.get_state() == "zustand ü".encode("utf-8")  # nothing written
+    ra.close()
+    with client.get_queue_receiver(name, session_id="s") as rb:
+        assert rb.session.get_state() == "zustand ü".encode("utf-8")  # SESS-5: kept
+        rb.session.set_state(None)
+        assert rb.session.get_state() is None
+
+
+def test_sess_2_subscriptions_of_a_topic_have_sessions_too(admin, client):
+    admin.create_topic("t-sessions", enable_partitioning=True)
+    admin.create_subscription("t-sessions", "s", requires_session=True)
+    client.get_topic_sender("t-sessions").send_messages(
+        [ServiceBusMessage(i, message_id=i, session_id=i[0]) for i in ("x1", "y1", "x2")])
+    with pytest.raises(ServiceBusInvalidOperationError, match="only through session rec"):
+        client.get_subscription_receiver("t-sessions", "s").receive_messages(1)
+    with client.get_subscription_receiver("t-sessions", "s", session_id="x") as rx:
+        got = rx.receive_messages(10)
+        assert [m.message_id for m in got] == ["x1", "x2"]
+        rx.complete_messages(got)
+    with client.get_subscription_receiver("t-sessions", "s", session_id="y") as ry:
+        assert [m.message_id for m in ry.receive_messages(10)] == ["y1"]
