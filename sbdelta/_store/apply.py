@@ -131,6 +131,11 @@ def apply_df(store, df, pids: Iterable[int], now: datetime):
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
     receive's collected plan)."""
+    apply_df(store, source_relation(store.spark, rows), pids, now)
+
+
+def source_relation(spark, rows: List[dict]):
+    """Python-built source rows (missing columns NULL, ``_guard`` STALE) as a DataFrame."""
     data = [tuple(row.get(n, "STALE" if n == "_guard" else None) for n in SOURCE_NAMES)
             for row in rows]
-    apply_df(store, values_relation(store.spark, data, SOURCE_COLUMNS), pids, now)
+    return values_relation(spark, data, SOURCE_COLUMNS)

@@ -21,9 +21,9 @@ from typing import Dict, List, Optional, Sequence
 from ..exceptions import MessageNotFoundError
 
 from . import sessions
-from .apply import (SOURCE_COLUMNS, SOURCE_NAMES, apply_clauses, apply_df, apply_rows, as_ops,
-                    to_source)
-from .delta import LITERAL_ROWS, merge, retry, sql_literal, values_relation
+from .apply import (SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops,
+                    source_relation, to_source)
+from .delta import LITERAL_ROWS, merge, retry, sql_literal
 from .expiry import expiry_ops
 from .inbox import scan_inbox
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
@@ -179,8 +179,7 @@ def guard_frame(store, row: dict):
     """The session guard row (:func:`.sessions.guard_row`) as a plan part."""
     from pyspark.sql import functions as F
 
-    data = [tuple(row.get(n, "STALE" if n == "_guard" else None) for n in SOURCE_NAMES)]
-    return values_relation(store.spark, data, SOURCE_COLUMNS).withColumn("_out", F.lit(False))
+    return source_relation(store.spark, [row]).withColumn("_out", F.lit(False))
 
 
 def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
