@@ -5,8 +5,9 @@ The whole public API is re-exported here; everything else is private.
 
 from ._autolock import AutoLockRenewer
 from ._clock import Clock, ManualClock, SystemClock
-from ._message import (ServiceBusMessage, ServiceBusMessageBatch, ServiceBusMessageState,
-                       ServiceBusReceivedMessage, ServiceBusReceiveMode, ServiceBusSubQueue)
+from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageBatch,
+                       ServiceBusMessageState, ServiceBusReceivedMessage, ServiceBusReceiveMode,
+                       ServiceBusSessionFilter, ServiceBusSubQueue)
 from ._client import ServiceBusClient
 from ._receiver import ServiceBusReceiver, ServiceBusSession
 from ._sender import ServiceBusSender
@@ -37,6 +38,8 @@ __all__ = [
     "ServiceBusMessageBatch",
     "ServiceBusReceiveMode",
     "ServiceBusSubQueue",
+    "ServiceBusSessionFilter",
+    "NEXT_AVAILABLE_SESSION",
     "ServiceBusMessageState",
     "AutoLockRenewer",
     # management

@@ -1,4 +1,5 @@
-"""AutoLockRenewer: keeps message locks alive in a background thread (SETTLE-6).
+"""AutoLockRenewer: keeps message locks and session locks alive in a background thread
+(SETTLE-6, SESS-4).
 
 Each round renews every due lock of one receiver in ONE commit (a renew settlement of the whole
 list), so ten registered messages cost one MERGE, not ten. A lock is due when less than
@@ -7,6 +8,10 @@ renewal starts early enough to land before the lock ends even when commits are s
 failure is never silent: the message leaves the renewer and ``on_lock_renew_failure(message,
 error)`` is called, with :class:`~sbdelta.exceptions.AutoLockRenewFailed` when its lock was
 lost or had already ended, or the renewal's own error.
+
+A registered session (``register(receiver, receiver.session)``) is renewed the same way, by
+:meth:`ServiceBusSession.renew_lock` (one commit, which also renews the locks of the session's
+messages the receiver holds); it leaves the renewer quietly when its receiver is closed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Dict, List, Optional
 
 from ._message import holds_lock, is_settled
-from ._receiver import broker_now, lock_duration, renew_locks
+from ._receiver import (ServiceBusSession, broker_now, lock_duration, renew_locks,
+                        session_released)
 from .exceptions import (AutoLockRenewFailed, ServiceBusError, ServiceBusInvalidOperationError)
 
 log = logging.getLogger("sbdelta")
@@ -79,10 +85,17 @@ class AutoLockRenewer:
 
     def register(self, receiver, renewable, max_lock_renewal_duration: Optional[float] = None,
                  on_lock_renew_failure: Optional[FailureCallback] = None) -> None:
-        """Keep ``renewable`` (a received, locked message) locked for the given total time."""
+        """Keep ``renewable`` (a received, locked message, or ``receiver.session`` of a session
+        receiver) locked for the given total time."""
         if self._stop.is_set():
             raise ServiceBusInvalidOperationError("this AutoLockRenewer is closed")
-        if not holds_lock(renewable):
+        if isinstance(renewable, ServiceBusSession):
+            if renewable.locked_until_utc is None or session_released(renewable):
+                raise ServiceBusInvalidOperationError(
+                    "this session is not locked by its receiver (yet, or any more): register "
+                    "receiver.session after the receiver has locked it (in `with receiver:`, "
+                    "or after its first receive) and before it is closed")
+        elif not holds_lock(renewable):
             raise ServiceBusInvalidOperationError(
                 "only messages received in PEEK_LOCK mode hold a lock to renew")
         total = self._default if max_lock_renewal_duration is None else _seconds(
@@ -119,14 +132,17 @@ class AutoLockRenewer:
         due = []
         for task in tasks:
             message = task.message
-            if is_settled(message) or now >= task.until:
+            if _finished(message) or now >= task.until:
                 task.done = True
             elif message.locked_until_utc <= now:
                 self._fail(task, AutoLockRenewFailed(
-                    f"the lock on message {message.sequence_number} ended at "
+                    f"the lock on {_name(message)} ended at "
                     f"{message.locked_until_utc.isoformat()} before it could be renewed"))
             elif message.locked_until_utc - now <= margin:
                 due.append(task)
+        for task in [t for t in due if isinstance(t.message, ServiceBusSession)]:
+            due.remove(task)
+            self._renew_session(task)
         if not due:
             return
         started = time.monotonic()
@@ -145,9 +161,23 @@ class AutoLockRenewer:
             self.rounds += 1
         self.renewals += len(due)
 
+    def _renew_session(self, task: _Task) -> None:
+        started = time.monotonic()
+        try:
+            task.message.renew_lock()  # ONE commit: the session and its held messages
+            self.renewals += 1
+        except ServiceBusError as exc:
+            if session_released(task.message):  # closed while renewing: let go, no failure
+                task.done = True
+            else:
+                self._fail(task, AutoLockRenewFailed(str(exc)))
+        finally:
+            self._slowest = max(self._slowest, time.monotonic() - started)
+            self.rounds += 1
+
     def _fail(self, task: _Task, error: Exception) -> None:
         task.done = True
-        log.warning("lock renewal of message %s failed: %s", task.message.sequence_number, error)
+        log.warning("lock renewal of %s failed: %s", _name(task.message), error)
         callback = task.on_failure or self._on_failure
         if callback is not None:
             callback(task.message, error)
@@ -157,6 +187,19 @@ class AutoLockRenewer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+
+def _finished(renewable) -> bool:
+    """Nothing left to renew: the message was settled, or the session's receiver closed."""
+    if isinstance(renewable, ServiceBusSession):
+        return session_released(renewable)
+    return is_settled(renewable)
+
+
+def _name(renewable) -> str:
+    if isinstance(renewable, ServiceBusSession):
+        return f"session {renewable.session_id!r}"
+    return f"message {renewable.sequence_number}"
 
 
 def _seconds(value: Any, name: str) -> float:

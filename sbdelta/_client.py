@@ -7,7 +7,7 @@ from typing import Optional
 
 from ._clock import Clock
 from ._handler import Connection, wait_seconds
-from ._message import ServiceBusReceiveMode, ServiceBusSubQueue
+from ._message import NEXT_AVAILABLE_SESSION, ServiceBusReceiveMode, ServiceBusSubQueue
 from ._message_fields import check_string
 from ._names import EntityRef
 from ._namespace import Namespace
@@ -71,8 +71,11 @@ class ServiceBusClient:
         """A receiver for ``queue_name`` or, with ``sub_queue=DEAD_LETTER``, its dead-letter queue.
 
         ``session_id`` opens a session receiver on a queue created with ``requires_session``
-        (SESS-2): it locks that session on its first operation and receives only its messages,
-        in sequence order; ``receiver.session`` has its state and lock. ``max_wait_time``
+        (SESS-2): it locks that session when entered (``with``) or on its first operation, and
+        receives only its messages, in sequence order; ``receiver.session`` has its state and
+        lock. ``session_id=NEXT_AVAILABLE_SESSION`` locks the free session with the oldest
+        deliverable message instead (SESS-3), waiting up to ``max_wait_time`` for one, then
+        raising OperationTimeoutError. ``max_wait_time``
         (seconds) is how long a receive waits for the first message; None means one look and
         return. ``prefetch_count`` is accepted for compatibility: receives are batch reads
         already, so there is nothing to prefetch.
@@ -106,7 +109,8 @@ class ServiceBusClient:
                   prefetch_count, session_id: Optional[str] = None) -> "ServiceBusReceiver":
         self._conn.check_open()
         if session_id is not None:
-            session_id = check_string("session_id", session_id)
+            if session_id is not NEXT_AVAILABLE_SESSION:
+                session_id = check_string("session_id", session_id)
             if sub_queue is not None:
                 raise ServiceBusInvalidOperationError(
                     "a dead-letter queue has no sessions: read it without session_id")

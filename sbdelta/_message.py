@@ -25,6 +25,8 @@ from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, Me
 __all__ = [
     "ServiceBusReceiveMode",
     "ServiceBusSubQueue",
+    "ServiceBusSessionFilter",
+    "NEXT_AVAILABLE_SESSION",
     "ServiceBusMessageState",
     "MessageTypeError",
     "InvalidMessageError",
@@ -50,6 +52,17 @@ class ServiceBusSubQueue(str, Enum):
 
     DEAD_LETTER = "deadletter"
     TRANSFER_DEAD_LETTER = "transferdeadletter"
+
+
+class ServiceBusSessionFilter(int, Enum):
+    """Which session a session receiver opens when it is not given a session id."""
+
+    NEXT_AVAILABLE = 0
+
+
+#: ``session_id=NEXT_AVAILABLE_SESSION``: a session receiver that locks the free session with
+#: the oldest deliverable message (SESS-3), as in azure-servicebus.
+NEXT_AVAILABLE_SESSION = ServiceBusSessionFilter.NEXT_AVAILABLE
 
 
 class ServiceBusMessageState(int, Enum):

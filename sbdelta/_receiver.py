@@ -14,14 +14,15 @@ from ._forwarding import forwards
 from ._handler import Connection, Handler, positive_int, wait_seconds
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
-from ._message import (ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
+from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
-                     MessageStore, SessionHold, Settlement, seq_of_token)
+                     MessageStore, SessionHold, Settlement, seq_of_token, sql_literal)
 from ._message_fields import check_body
 from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageSizeExceededError,
-                         ServiceBusInvalidOperationError, SessionLockLostError)
+                         OperationTimeoutError, ServiceBusInvalidOperationError,
+                         SessionLockLostError)
 
 __all__ = ["ServiceBusReceiver", "ServiceBusSession"]
 
@@ -37,7 +38,15 @@ class ServiceBusReceiver(Handler):
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
         self._next_peek = 0
-        self._session = None if session_id is None else ServiceBusSession(self, session_id)
+        self._session = None if session_id is None else ServiceBusSession(
+            self, None if session_id is NEXT_AVAILABLE_SESSION else session_id)
+
+    def __enter__(self) -> "ServiceBusReceiver":
+        """A session receiver locks its session here, as the SDK's does when it opens
+        (SessionCannotBeLockedError, or OperationTimeoutError for NEXT_AVAILABLE_SESSION)."""
+        if self._session is not None:
+            self._session._hold_for(self._entity())
+        return self
 
     @property
     def session(self) -> "ServiceBusSession":
@@ -160,11 +169,7 @@ class ServiceBusReceiver(Handler):
         if self._session is not None and not entity.requires_session:
             raise ServiceBusInvalidOperationError(
                 f"{entity.label} was not created with requires_session=True: it has no "
-                f"sessions to receive from; drop session_id={self._session.session_id!r}")
-        if self._session is not None and what in ("peek", "receive deferred messages"):
-            raise ServiceBusInvalidOperationError(
-                f"{what} on a session receiver is not built yet (issue 14): receive the "
-                "session's messages with receive_messages or receive_dataframe")
+                f"sessions to receive from; drop session_id")
 
     def _acquire(self, n: int, entity: Entity, *, as_rows: bool = False):
         self._check_not_forwarding(entity)
@@ -242,10 +247,11 @@ class ServiceBusReceiver(Handler):
         entity = self._entity()
         self._check_not_forwarding(entity)
         self._check_sessions(entity, "receive deferred messages")
+        hold = None if self._session is None else self._session._hold_for(entity)
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
         found = self._store(entity).receive_deferred(
             seqs, policy=self._policy(entity), now=self._now(), delete=delete,
-            what=f"receive deferred messages from {self.entity_path}")
+            what=f"receive deferred messages from {self.entity_path}", session=hold)
         return [self._to_message(r, entity) for r in found]
 
     def peek_messages(self, max_message_count: int = 1, *,
@@ -268,13 +274,19 @@ class ServiceBusReceiver(Handler):
         entity = self._lookup()  # peek works on disabled queues
         self._check_sessions(entity, "peek")
         store = self._store(entity)
+        where = "TRUE"
+        if self._session is not None:  # its session's messages, in its one partition
+            hold = self._session._hold_for(entity)
+            where = f"session_id = {sql_literal(hold.session_id)}"
+            if store.partitions > 1:
+                self._next_peek = max(self._next_peek, hold.pid << PID_SHIFT)
         now = self._now()
         while True:
-            rows, p = store.peek(n, self._next_peek, now)
+            rows, p = store.peek(n, self._next_peek, now, where)
             if rows:
                 self._next_peek = rows[-1].seq + 1
                 return [self._to_message(r, entity, peeked=True) for r in rows]
-            if store.partitions > 1 and p < store.partitions - 1:
+            if store.partitions > 1 and p < store.partitions - 1 and self._session is None:
                 self._next_peek = (p + 1) << PID_SHIFT
                 continue
             return []
@@ -469,14 +481,17 @@ class ServiceBusSession:
     operation of the receiver raises SessionLockLostError.
     """
 
-    def __init__(self, receiver: ServiceBusReceiver, session_id: str) -> None:
+    def __init__(self, receiver: ServiceBusReceiver, session_id: Optional[str]) -> None:
         self._receiver = receiver
-        self._session_id = session_id
+        self._session_id = session_id  # None: NEXT_AVAILABLE_SESSION, until locked
         self._hold: Optional[SessionHold] = None
         self._lost = False
+        self._closed = False  # released by receiver.close()
 
     @property
-    def session_id(self) -> str:
+    def session_id(self) -> Optional[str]:
+        """The session's id; for a NEXT_AVAILABLE_SESSION receiver, None until it has locked
+        a session (entering ``with``, or its first operation)."""
         return self._session_id
 
     @property
@@ -485,7 +500,9 @@ class ServiceBusSession:
         return None if self._hold is None else self._hold.locked_until
 
     def _what(self, action: str) -> str:
-        return f"{action} on session {self._session_id!r} of {self._receiver.entity_path}"
+        session = ("the next available session" if self._session_id is None
+                   else f"session {self._session_id!r}")
+        return f"{action} on {session} of {self._receiver.entity_path}"
 
     def _check_held(self, action: str) -> SessionHold:
         """The hold, when the lock is still ours (by this client's clock)."""
@@ -501,14 +518,32 @@ class ServiceBusSession:
         return self._hold
 
     def _hold_for(self, entity: Entity) -> SessionHold:
-        """Lock the session on first use (SESS-2); afterwards, check the lock is still held."""
+        """Lock the session on first use (SESS-2, SESS-3); afterwards, check the lock is still
+        held."""
         if self._hold is not None or self._lost:
             return self._check_held("receive")
         receiver = self._receiver
         receiver._check_sessions(entity, "lock the session")
-        self._hold = receiver._store(entity).lock_session(
-            self._session_id, receiver._now(), entity.policy.lock_duration)
-        return self._hold
+        store = receiver._store(entity)
+        if self._session_id is not None:
+            self._hold = store.lock_session(self._session_id, receiver._now(),
+                                            entity.policy.lock_duration)
+            return self._hold
+        wait = receiver._max_wait_time or 0.0
+        deadline = time.monotonic() + wait
+        while True:
+            hold = store.lock_next_session(entity.policy, receiver._now(),
+                                           entity.policy.lock_duration)
+            if hold is not None:
+                self._hold, self._session_id = hold, hold.session_id
+                return hold
+            if time.monotonic() >= deadline:
+                raise OperationTimeoutError(
+                    f"no session of {receiver.entity_path} had a message to deliver and no "
+                    f"other receiver holding it (waited {wait:g} s, the receiver's "
+                    "max_wait_time): nothing to do for a NEXT_AVAILABLE_SESSION receiver now. "
+                    "Try again later, or give get_..._receiver a longer max_wait_time")
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def _store(self):
         entity = self._receiver._entity()
@@ -558,6 +593,7 @@ class ServiceBusSession:
 
     def _release(self) -> None:
         """End the lock now (receiver.close()); a lock already lost needs no release."""
+        self._closed = True
         if self._hold is None or self._lost:
             return
         now = self._receiver._now()
@@ -589,3 +625,8 @@ def lock_duration(receiver: ServiceBusReceiver) -> timedelta:
 def renew_locks(receiver: ServiceBusReceiver, messages: List[ServiceBusReceivedMessage]) -> None:
     """Renew the locks of ``messages`` in ONE commit, all or none."""
     receiver._renew_locks(messages)
+
+
+def session_released(session: ServiceBusSession) -> bool:
+    """The session's receiver was closed: the session was let go, nothing to renew."""
+    return session._closed

@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deadletter, expiry, forward, inbox, reads, receive, schedule, sessions, settle
 from .apply import apply_df, as_ops
+from ..exceptions import SessionCannotBeLockedError
 from .codec import send_error
 from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
                     sql_literal)
@@ -136,6 +137,22 @@ class MessageStore:
         return sessions.lock_session(self, session_id, key_partition(session_id, self.partitions),
                                      now, duration)
 
+    def lock_next_session(self, policy: Policy, now: datetime,
+                          duration: timedelta) -> Optional[sessions.SessionHold]:
+        """SESS-3: lock the free session with the oldest deliverable message; None when no
+        session is free with something to deliver (a session taken by another receiver
+        between the read and the lock is passed over)."""
+        for session_id, pid in sessions.available(self, policy, now):
+            try:
+                return sessions.lock_session(self, session_id, pid, now, duration)
+            except SessionCannotBeLockedError:
+                continue
+        return None
+
+    def list_sessions(self) -> List[str]:
+        """SESS-6: ids of the sessions with messages or state, sorted."""
+        return sessions.listing(self)
+
     def move_session_lock(self, hold: sessions.SessionHold, until: datetime, now: datetime, *,
                           what: str) -> None:
         """Renew (``until`` later) or release (``until`` = now) a session lock and the locks of
@@ -151,9 +168,10 @@ class MessageStore:
         sessions.set_state(self, hold, state, now, what)
 
     def receive_deferred(self, seqs: Sequence[int], *, policy: Policy, now: datetime,
-                         delete: bool, what: str) -> List:
+                         delete: bool, what: str,
+                         session: Optional[sessions.SessionHold] = None) -> List:
         return receive.receive_deferred(self, seqs, policy=policy, now=now, delete=delete,
-                                        what=what)
+                                        what=what, session=session)
 
     def settle(self, messages: Sequence[settle.Locked], settlement: settle.Settlement,
                now: datetime, *, what: str) -> None:
@@ -177,8 +195,8 @@ class MessageStore:
         return deadletter.move_dead_letters(self, pids, now, copy_only=copy_only)
 
     # -- reads ---------------------------------------------------------------------------------
-    def peek(self, n: int, from_seq: int, now: datetime):
-        return reads.peek(self, n, from_seq, now)
+    def peek(self, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
+        return reads.peek(self, n, from_seq, now, where)
 
     def rows_by_seq(self, seqs: Sequence[int], where: str = "TRUE"):
         return reads.rows_by_seq(self, seqs, where)

@@ -22,7 +22,7 @@ class Counts:
     size_in_bytes: int = 0
 
 
-def peek(store, n: int, from_seq: int, now: datetime):
+def peek(store, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
     """Up to ``n`` messages of ONE partition with sequence number >= ``from_seq``.
 
     Returns (rows, partition) where rows are Spark Rows sorted by sequence number, without
@@ -33,21 +33,21 @@ def peek(store, n: int, from_seq: int, now: datetime):
     p = partition_of(from_seq) if store.partitions > 1 else 0
     layers = len(getattr(store.admit, "copy_numbers", None) or ())
     while True:
-        rows = _peek_layer(store, n, from_seq, p)
+        rows = _peek_layer(store, n, from_seq, p, where)
         layer = from_seq >> COPY_SHIFT
         if rows or layer >= layers:
             return rows, p
         from_seq = ((layer + 1) << COPY_SHIFT) | (p << PID_SHIFT)
 
 
-def _peek_layer(store, n: int, from_seq: int, p: int):
+def _peek_layer(store, n: int, from_seq: int, p: int, where: str):
     from pyspark.sql import functions as F
 
     m = store.messages().where(f"pid = {p}")
     # One read for both the registered messages and the partition's frontier row (sorted
     # first), instead of two queries of the same snapshot.
     first = (m.where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state IN ('{ACTIVE}', "
-                     f"'{DEFERRED}', '{SCHEDULED}') AND seq >= {from_seq})")
+                     f"'{DEFERRED}', '{SCHEDULED}') AND seq >= {from_seq} AND ({where}))")
              .orderBy(F.expr(f"kind <> '{FRONTIER}'"), "seq").limit(min(n + 1, 2**31 - 1))
              .collect())
     frontier = [r for r in first if r.kind == FRONTIER]
@@ -72,7 +72,7 @@ def _peek_layer(store, n: int, from_seq: int, p: int):
                    .join(tombstones, "_tk", "left_anti")
                    .withColumn("visible_at",
                                F.coalesce("scheduled_enqueue_time", "enqueued_time"))
-                   .where(f"kind = '{MSG}'")
+                   .where(f"kind = '{MSG}' AND ({where})")
                    .orderBy("seq").limit(n).collect())
             rows += new
     rows.sort(key=lambda r: r.seq)

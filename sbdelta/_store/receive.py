@@ -416,27 +416,45 @@ def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
 
 
 def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetime, delete: bool,
-                     what: str):
+                     what: str, session: Optional[SessionHold] = None):
     """SETTLE-4: lock (or, ``delete``, remove) deferred messages by sequence number, in ONE
     commit. Returns their rows sorted by sequence number. Raises MessageNotFoundError, changing
     nothing, when any of them is not a deferred message of this entity free to lock, or has
-    expired (TTL-4: it waits for the sweep, which dead-letters or drops it)."""
+    expired (TTL-4: it waits for the sweep, which dead-letters or drops it).
+
+    With ``session``, only that session's deferred messages are found; they are locked under
+    the session (its grant prefix and end), and the commit carries the session row at the
+    revision read, so it lands only while the session is held."""
     free = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free_sql(now)}"
+    if session is not None:
+        free = f"{free} AND session_id = {sql_literal(session.session_id)}"
     expired = expired_sql(policy, now, dead_letter=store.dead_letter)
 
     def step():
+        guard = None
+        if session is not None:
+            guard = sessions.guard_row(sessions.check_held(store, session, now, what))
         rows, pids = store.rows_by_seq(seqs, f"{free} AND NOT ({expired})")
         if delete:
             plan = as_ops(rows, "delete", out=True)
+        elif session is not None:
+            plan = as_ops(grant(rows, session.grant_prefix, session.locked_until, state=None),
+                          "update", out=True)
         else:
             plan = as_ops(grant(rows, lock_token_prefix(), now + policy.lock_duration,
                                 state=None), "update", out=True)
+        if guard is not None:
+            plan = plan.unionByName(guard_frame(store, guard))
+            pids = sorted(set(pids) | {session.pid})
         plan = plan.localCheckpoint(eager=True)
-        found = sorted(plan.collect(), key=lambda r: r.seq)  # a handful of rows: no sort job
+        found = sorted((r for r in plan.collect() if r._out),  # a handful: no sort job
+                       key=lambda r: r.seq)
         missing = sorted(set(seqs) - {r.seq for r in found})
         if missing:
             raise _unavailable(store, missing, f"{free} AND {expired}", what)
         apply_df(store, plan.drop("_out"), pids, now)
+        if session is not None:
+            session.rev += 1  # the guard row rewrote the session row
         return found
 
     return retry(step, what=what)

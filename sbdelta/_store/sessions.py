@@ -21,14 +21,16 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from .._clock import from_spark
 from ..exceptions import SessionCannotBeLockedError, SessionLockLostError
 from .apply import apply_rows
 from .delta import retry, sql_literal
-from .layout import CONTROL_COLUMNS, MSG, SESSION, session_key
-from .locks import lock_token, lock_token_prefix
+from .inbox import inbox_range, scan_inbox
+from .layout import (ACTIVE, CONTROL_COLUMNS, DEFERRED, FRONTIER, MSG, PID_SHIFT, SCHEDULED,
+                     SESSION, frontier_at, session_key, start_version)
+from .locks import Policy, conditions, lock_token, lock_token_prefix
 
 
 @dataclass
@@ -106,6 +108,91 @@ def lock_session(store, session_id: str, pid: int, now: datetime,
         return SessionHold(session_id, pid, token, until, rev)
 
     return retry(step, what=f"lock session {session_id!r} of {store.messages_path}")
+
+
+def _age():
+    """How old a message is, as a sortable column: its enqueued time, then its place in commit
+    order (the sequence number without its partition bits, so partitions interleave)."""
+    from pyspark.sql import functions as F
+
+    return F.struct("enqueued_time", F.expr(f"seq & {(1 << PID_SHIFT) - 1}").alias("order"))
+
+
+def available(store, policy: Policy, now: datetime) -> List[Tuple[str, int]]:
+    """SESS-3: (session id, partition) of the sessions with a deliverable message that nobody
+    holds, the session of the oldest such message first.
+
+    One read of ``messages`` finds the registered messages free to lock, the held sessions and
+    the partitions' frontiers. When no free session has a registered message, the inbox past
+    the frontiers is read (as a receive reads it: the fewest commits that show a message of a
+    free session), for messages neither scheduled for later nor expired.
+    """
+    from pyspark.sql import functions as F
+
+    claimable = conditions(policy, now, dead_letter=store.dead_letter)[0]
+    held = f"kind = '{SESSION}' AND locked_until > {sql_literal(now)}"
+    rows = (store.messages()
+            .where(f"kind = '{FRONTIER}' OR ({held}) OR "
+                   f"(({claimable}) AND session_id IS NOT NULL)")
+            .groupBy("pid", "session_id").agg(
+                F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"),
+                F.max(F.when(F.expr(held), True)).alias("held"),
+                F.min(F.when(F.col("kind") == MSG, _age())).alias("first"))
+            .collect())
+    taken = {r.session_id for r in rows if r.held}
+    found = sorted((tuple(r.first), r.session_id, r.pid) for r in rows
+                   if r.first is not None and r.session_id not in taken)
+    if found or not store.inbox_path:
+        return [(session_id, pid) for _, session_id, pid in found]
+    frontiers = {p: -1 for p in range(store.partitions)}
+    frontiers.update({r.pid: r.frontier for r in rows if r.frontier is not None})
+    latest = store.latest_version(store.inbox_path)
+    now_sql = sql_literal(now)
+    while True:
+        df, hi, counts = scan_inbox(store, frontiers, 1, latest)
+        if df is None:
+            return []
+        if counts:
+            firsts = (df.where(f"kind = '{MSG}' AND session_id IS NOT NULL "
+                               f"AND (scheduled_enqueue_time IS NULL "
+                               f"OR scheduled_enqueue_time <= {now_sql}) "
+                               f"AND (expires_at IS NULL OR expires_at > {now_sql})")
+                      .groupBy("pid", "session_id")
+                      .agg(F.min(_age()).alias("first")).collect())
+            found = sorted((tuple(r.first), r.session_id, r.pid) for r in firsts
+                           if r.session_id not in taken)
+            if found:
+                return [(session_id, pid) for _, session_id, pid in found]
+        if hi >= latest:
+            return []
+        frontiers = {p: max(f, frontier_at(p, hi)) for p, f in frontiers.items()}
+
+
+def listing(store) -> List[str]:
+    """SESS-6: the ids of the sessions with messages (active, deferred or scheduled; locked or
+    not) or a state, sorted. One read of ``messages``; then the inbox past the frontiers (the
+    messages no receive has registered yet), read once."""
+    from pyspark.sql import functions as F
+
+    rows = (store.messages()
+            .where(f"kind = '{FRONTIER}' OR (kind = '{SESSION}' "
+                   f"AND application_properties IS NOT NULL) OR (kind = '{MSG}' AND state IN "
+                   f"('{ACTIVE}', '{DEFERRED}', '{SCHEDULED}') AND session_id IS NOT NULL)")
+            .groupBy("pid", "session_id")
+            .agg(F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"))
+            .collect())
+    found = {r.session_id for r in rows if r.session_id is not None}
+    if store.inbox_path:
+        frontiers = {p: -1 for p in range(store.partitions)}
+        frontiers.update({r.pid: r.frontier for r in rows if r.frontier is not None})
+        latest = store.latest_version(store.inbox_path)
+        lo = min(start_version(f) for f in frontiers.values())
+        if lo <= latest:
+            found.update(r.session_id for r in inbox_range(
+                store, list(frontiers), frontiers, lo, latest)
+                .where(f"kind = '{MSG}' AND session_id IS NOT NULL")
+                .select("session_id").distinct().collect())
+    return sorted(found)
 
 
 def check_held(store, hold: SessionHold, now: datetime, what: str):

@@ -18,7 +18,7 @@ from .._subscription import RULE_HISTORY, RuleWindow
 from ..rules import validate_rule
 from ._forwarding import FORWARD_PROPERTIES, check_forwarding
 from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
-                          MessagingEntityNotFoundError)
+                          MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from .._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter, check_update)
 
@@ -193,6 +193,25 @@ class ServiceBusAdministrationClient:
         entity = EntityResolver(self._ns).queue(queue_name)
         return QueueRuntimeProperties(name=entity.properties.name,
                                       **self._message_counts(entity))
+
+    def list_sessions(self, queue_name: str) -> List[str]:
+        """The ids of the queue's sessions that have messages (active, deferred or scheduled,
+        locked or not) or a session state, sorted (SESS-6): what a worker looks through to
+        find work, or to clear states. The queue must require sessions. (azure-servicebus 7
+        has no such call; this is the listing of Service Bus's older clients.)"""
+        return self._sessions(EntityResolver(self._ns).queue(queue_name))
+
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str) -> List[str]:
+        """The sessions of a subscription, as :meth:`list_sessions` lists a queue's."""
+        return self._sessions(EntityResolver(self._ns).resolve(
+            EntityRef.subscription(topic_name, subscription_name)))
+
+    def _sessions(self, entity) -> List[str]:
+        if not entity.requires_session:
+            raise ServiceBusInvalidOperationError(
+                f"{entity.label} was not created with requires_session=True: it has no "
+                "sessions to list")
+        return entity.store.list_sessions()
 
     def list_queues_runtime_properties(self) -> List[QueueRuntimeProperties]:
         return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]

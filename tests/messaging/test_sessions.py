@@ -1,4 +1,4 @@
-"""Sessions (issue 14, first part): SESS-1, SESS-2 (named sessions), SESS-4, SESS-5.
+"""Sessions (issue 14): SESS-1, SESS-2, SESS-3 (named and next available), SESS-4, SESS-5.
 
 A session receiver holds a lock on one session of a queue created with ``requires_session``;
 it receives that session's messages in sequence order, settles them while the session lock
@@ -10,8 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from sbdelta import (MessageSizeExceededError, ServiceBusClient, ServiceBusMessage,
-                     SessionCannotBeLockedError, SessionLockLostError)
+from sbdelta import (NEXT_AVAILABLE_SESSION, AutoLockRenewer, MessageNotFoundError, MessageSizeExceededError,
+                     OperationTimeoutError, ServiceBusClient, ServiceBusMessage,
+                     ServiceBusMessageState, SessionCannotBeLockedError, SessionLockLostError)
 from sbdelta.exceptions import (InvalidMessageError, MessageTypeError,
                                 ServiceBusInvalidOperationError)
 
@@ -117,7 +118,7 @@ def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
     rb.complete_message(back)
 
 
-def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, queue):
+def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, queue, admin):
     name = queue(requires_session=True, max_message_size_in_kilobytes=1)
     ra = client.get_queue_receiver(name, session_id="s")
     assert ra.session.get_state() is None  # the first call locks the session
@@ -131,10 +132,15 @@ def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, 
         ra.session.set_state(42)
     assert ra.session.get_state() == "zustand ü".encode("utf-8")  # nothing written
     ra.close()
+    send(client, name, "t-1")  # not registered by any receive yet
+    assert admin.list_sessions(name) == ["s", "t"]  # SESS-6: with state, with messages
     with client.get_queue_receiver(name, session_id="s") as rb:
         assert rb.session.get_state() == "zustand ü".encode("utf-8")  # SESS-5: kept
         rb.session.set_state(None)
         assert rb.session.get_state() is None
+    assert admin.list_sessions(name) == ["t"]
+    with pytest.raises(ServiceBusInvalidOperationError, match="no sessions to list"):
+        admin.list_sessions(queue())
 
 
 def test_sess_2_subscriptions_of_a_topic_have_sessions_too(admin, client):
@@ -150,3 +156,91 @@ def test_sess_2_subscriptions_of_a_topic_have_sessions_too(admin, client):
         rx.complete_messages(got)
     with client.get_subscription_receiver("t-sessions", "s", session_id="y") as ry:
         assert [m.message_id for m in ry.receive_messages(10)] == ["y1"]
+
+
+def test_sess_3_next_available_takes_the_free_session_with_the_oldest_message(
+        client, queue, clock):
+    # Partitioned: "oldest" compares messages across partitions (in commit order here, where
+    # the manual clock gives every message the same enqueued time).
+    name = queue(requires_session=True, enable_partitioning=True, lock_duration=LOCK)
+    client.get_queue_sender(name).send_messages(ServiceBusMessage(
+        "later", message_id="later", session_id="c",
+        scheduled_enqueue_time_utc=clock.now() + LOCK))
+    send(client, name, "b-1", "a-1", "b-2")
+    # Nothing registered yet: the oldest message's session, found in the inbox.
+    with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION) as first:
+        assert first.session.session_id == "b"  # locked on entering
+        got = first.receive_messages(10)
+        assert [m.message_id for m in got] == ["b-1", "b-2"]
+        # b is held now; a is next (c has only a message scheduled for later).
+        second = client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION)
+        assert second.session.session_id is None  # not locked before its first operation
+        [a1] = second.receive_messages(10)
+        assert (second.session.session_id, a1.message_id) == ("a", "a-1")
+        with pytest.raises(OperationTimeoutError, match="no session of .* had a message"):
+            with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION):
+                pass
+        first.complete_messages(got[:1])
+        # closing with b-2 unsettled frees b with it (its delivery count stays raised).
+    clock.advance(LOCK)  # c's message is due; second's lock on a ran out, unrenewed
+    taken = []
+    for _ in range(3):
+        with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION) as r:
+            got = r.receive_messages(10)
+            taken.append((r.session.session_id, [(m.message_id, m.delivery_count)
+                                                 for m in got]))
+            r.complete_messages(got)
+    assert sorted(taken) == [("a", [("a-1", 2)]), ("b", [("b-2", 2)]),
+                             ("c", [("later", 1)])]
+    with pytest.raises(OperationTimeoutError):
+        client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION).receive_messages(1)
+
+
+def test_sess_2_session_receivers_peek_and_receive_deferred_messages_of_their_session(
+        client, queue):
+    name = queue(requires_session=True, enable_partitioning=True, lock_duration=LOCK)
+    send(client, name, "a-1", "b-1", "a-2", "b-2")
+    ra = client.get_queue_receiver(name, session_id="a")
+    assert [m.message_id for m in ra.peek_messages(10)] == ["a-1", "a-2"]  # its session only
+    [a1, a2] = ra.receive_messages(10)
+    ra.defer_message(a1)
+    peeked = ra.peek_messages(10, sequence_number=0)
+    assert [(m.message_id, m.state) for m in peeked] == [
+        ("a-1", ServiceBusMessageState.DEFERRED), ("a-2", ServiceBusMessageState.ACTIVE)]
+    with client.get_queue_receiver(name, session_id="b") as rb:
+        with pytest.raises(MessageNotFoundError, match="no deferred message"):
+            rb.receive_deferred_messages([a1.sequence_number])  # not b's
+    [again] = ra.receive_deferred_messages([a1.sequence_number])
+    # Locked under the session: its lock ends with the session's and moves with it.
+    assert again.locked_until_utc == ra.session.locked_until_utc
+    assert str(again.lock_token)[:19] == str(a2.lock_token)[:19]
+    ra.complete_messages([again, a2])
+    ra.close()
+    with pytest.raises(SessionLockLostError):
+        ra.peek_messages(1)
+
+
+def test_sess_4_auto_lock_renewer_keeps_a_session_until_its_receiver_closes(client, queue, clock):
+    import time
+
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, "a-1")
+    failures = []
+    renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05,
+                              on_lock_renew_failure=lambda s, e: failures.append((s, e)))
+    receiver = client.get_queue_receiver(name, session_id="a")
+    with pytest.raises(ServiceBusInvalidOperationError, match="not locked by its receiver"):
+        renewer.register(receiver, receiver.session)  # nothing locked yet
+    [message] = receiver.receive_messages(10)
+    renewer.register(receiver, receiver.session)
+    clock.advance(timedelta(seconds=20))  # under half the lock left: due
+    deadline = time.monotonic() + 60
+    while renewer.renewals == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # waits for the renewer thread, not for a lock duration
+    assert receiver.session.locked_until_utc == clock.now() + LOCK
+    clock.advance(timedelta(seconds=12))  # past the first lock: the message lock moved too
+    receiver.complete_message(message)
+    receiver.close()
+    time.sleep(0.3)  # a few renewer rounds: the closed session leaves quietly
+    renewer.close()
+    assert (renewer.renewals, failures) == (1, [])
