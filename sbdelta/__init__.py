@@ -18,7 +18,9 @@ from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConfli
                          MessageLockLostError, MessageNotFoundError, MessageSizeExceededError,
                          MessagingEntityAlreadyExistsError, MessagingEntityDisabledError,
                          MessagingEntityNotFoundError, OperationTimeoutError,
-                         ServiceBusConnectionError, ServiceBusError,
+                         ServiceBusAuthenticationError, ServiceBusAuthorizationError,
+                         ServiceBusCommunicationError, ServiceBusConnectionError, ServiceBusError,
+                         ServiceBusServerBusyError,
                          ServiceBusInvalidOperationError, ServiceBusQuotaExceededError,
                          SessionCannotBeLockedError, SessionLockLostError, SparkSetupError,
                          StorageLayoutError)
@@ -57,6 +59,10 @@ __all__ = [
     # errors
     "ServiceBusError",
     "ServiceBusConnectionError",
+    "ServiceBusCommunicationError",
+    "ServiceBusAuthenticationError",
+    "ServiceBusAuthorizationError",
+    "ServiceBusServerBusyError",
     "OperationTimeoutError",
     "CommitConflictError",
     "MessageLockLostError",

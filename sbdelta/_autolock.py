@@ -26,7 +26,8 @@ from typing import Any, Callable, Dict, List, Optional
 from ._message import holds_lock, is_settled
 from ._receiver import (ServiceBusSession, broker_now, lock_duration, renew_locks,
                         session_released)
-from .exceptions import (AutoLockRenewFailed, ServiceBusError, ServiceBusInvalidOperationError)
+from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, ServiceBusError,
+                         ServiceBusInvalidOperationError)
 
 log = logging.getLogger("sbdelta")
 
@@ -36,11 +37,12 @@ FailureCallback = Callable[[Any, Optional[Exception]], None]
 
 
 class _Task:
-    def __init__(self, receiver, message, until: datetime,
+    def __init__(self, receiver, message, until: datetime, seconds: float,
                  on_failure: Optional[FailureCallback]) -> None:
         self.receiver = receiver
         self.message = message
         self.until = until
+        self.seconds = seconds
         self.on_failure = on_failure
         self.done = False
 
@@ -101,7 +103,7 @@ class AutoLockRenewer:
         total = self._default if max_lock_renewal_duration is None else _seconds(
             max_lock_renewal_duration, "max_lock_renewal_duration")
         until = broker_now(receiver) + timedelta(seconds=total)
-        task = _Task(receiver, renewable, until, _callback(on_lock_renew_failure))
+        task = _Task(receiver, renewable, until, total, _callback(on_lock_renew_failure))
         with self._lock:
             self._tasks.append(task)
             if self._thread is None:
@@ -132,8 +134,12 @@ class AutoLockRenewer:
         due = []
         for task in tasks:
             message = task.message
-            if _finished(message) or now >= task.until:
+            if _finished(message):
                 task.done = True
+            elif now >= task.until:  # the lock is left to run out, as in azure-servicebus
+                task.done = True
+                message.auto_renew_error = AutoLockRenewTimeout(
+                    f"Auto-renew period ({task.seconds:g} seconds) elapsed.")
             elif message.locked_until_utc <= now:
                 self._fail(task, AutoLockRenewFailed(
                     f"the lock on {_name(message)} ended at "
@@ -177,6 +183,7 @@ class AutoLockRenewer:
 
     def _fail(self, task: _Task, error: Exception) -> None:
         task.done = True
+        task.message.auto_renew_error = error
         log.warning("lock renewal of %s failed: %s", _name(task.message), error)
         callback = task.on_failure or self._on_failure
         if callback is not None:

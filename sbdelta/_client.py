@@ -3,7 +3,7 @@ azure-servicebus."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from ._clock import Clock
 from ._handler import Connection, wait_seconds
@@ -11,6 +11,7 @@ from ._message import NEXT_AVAILABLE_SESSION, ServiceBusReceiveMode, ServiceBusS
 from ._message_fields import check_string
 from ._names import EntityRef
 from ._namespace import Namespace
+from ._options import parse_connection_string, retry_policy_from
 from ._receiver import ServiceBusReceiver
 from ._sender import ServiceBusSender
 from .exceptions import ServiceBusInvalidOperationError
@@ -19,18 +20,45 @@ __all__ = ["ServiceBusClient"]
 
 
 class ServiceBusClient:
-    """Entry point for sending and receiving on one namespace.
+    """Entry point for sending and receiving on one namespace, as azure-servicebus's.
 
     Args:
-        namespace: The namespace root (local folder or Hadoop URI).
+        fully_qualified_namespace: The namespace location: a folder path or Hadoop URI
+            (``file:/``, ``abfss://``, ``s3a://``, ``gs://``, ``dbfs:/``). Or make the client
+            with :meth:`from_connection_string`.
+        credential: Accepted as in the SDK and unused: access control is the storage's (file
+            permissions, cloud IAM, Unity Catalog grants); a refusal raises
+            ServiceBusAuthorizationError.
         spark: The SparkSession to use; default: the active one with Delta, else a local one.
         clock: Broker time, any object with ``now() -> aware UTC datetime``.
+        retry_total, retry_backoff_factor, retry_backoff_max, retry_mode: How commits that
+            lost to concurrent writers are retried (given ones replace sbdelta's defaults; see
+            ``sbdelta._options``).
+        **kwargs: The SDK's transport options (``logging_enable``, ``transport_type``,
+            ``http_proxy``, ``user_agent``, ``custom_endpoint_address``, ``connection_verify``,
+            ``ssl_context``, ``uamqp_transport``, ``socket_timeout``) are accepted and have no
+            effect: no network connection is made. Any other keyword raises TypeError.
     """
 
-    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
-        self._conn = Connection(Namespace(namespace, spark=spark, clock=clock))
+    def __init__(self, fully_qualified_namespace: str, credential: Any = None, *, spark=None,
+                 clock: Optional[Clock] = None, **kwargs: Any) -> None:
+        retry = retry_policy_from(kwargs, "ServiceBusClient")
+        self._conn = Connection(Namespace(fully_qualified_namespace, spark=spark, clock=clock),
+                                retry)
         self._ns = self._conn.ns
         self._entities = self._conn.entities
+        self._entity_path: Optional[str] = None
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> "ServiceBusClient":
+        """A client from ``Endpoint=<namespace folder or URI>[;EntityPath=<entity>]`` (the SAS
+        parts of an Azure connection string are accepted and unused). With ``EntityPath`` the
+        client only makes senders and receivers for that queue or topic, as in the SDK.
+        Keyword arguments as for the constructor."""
+        parsed = parse_connection_string(conn_str)
+        client = cls(parsed.namespace, **kwargs)
+        client._entity_path = parsed.entity_path
+        return client
 
     @property
     def namespace(self) -> str:
@@ -50,24 +78,26 @@ class ServiceBusClient:
         """Release the client (the Spark session is left running: it is not the client's)."""
         self._conn.closed = True
 
-    def get_queue_sender(self, queue_name: str) -> "ServiceBusSender":
-        """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing)."""
-        return self._sender(EntityRef.queue(queue_name))
+    def get_queue_sender(self, queue_name: str, **kwargs: Any) -> "ServiceBusSender":
+        """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing).
+        ``client_identifier`` names it; ``socket_timeout`` is accepted with no effect."""
+        return self._sender(EntityRef.queue(queue_name), kwargs)
 
-    def get_topic_sender(self, topic_name: str) -> "ServiceBusSender":
+    def get_topic_sender(self, topic_name: str, **kwargs: Any) -> "ServiceBusSender":
         """A sender for ``topic_name`` (raises MessagingEntityNotFoundError if it is missing).
 
         A topic stores each message once (TOPIC-1); each subscription receives the messages
         its rules match as they stood when the message was sent (TOPIC-2).
         """
-        return self._sender(EntityRef.topic_of(topic_name))
+        return self._sender(EntityRef.topic_of(topic_name), kwargs)
 
     def get_queue_receiver(self, queue_name: str, *,
                            session_id: Optional[str] = None,
                            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
                            sub_queue: Optional[ServiceBusSubQueue] = None,
                            max_wait_time: Optional[float] = None,
-                           prefetch_count: int = 0) -> "ServiceBusReceiver":
+                           auto_lock_renewer: Any = None,
+                           prefetch_count: int = 0, **kwargs: Any) -> "ServiceBusReceiver":
         """A receiver for ``queue_name`` or, with ``sub_queue=DEAD_LETTER``, its dead-letter queue.
 
         ``session_id`` opens a session receiver on a queue created with ``requires_session``
@@ -77,11 +107,15 @@ class ServiceBusClient:
         deliverable message instead (SESS-3), waiting up to ``max_wait_time`` for one, then
         raising OperationTimeoutError. ``max_wait_time``
         (seconds) is how long a receive waits for the first message; None means one look and
-        return. ``prefetch_count`` is accepted for compatibility: receives are batch reads
-        already, so there is nothing to prefetch.
+        return. ``auto_lock_renewer`` (an AutoLockRenewer, PeekLock only) registers every
+        message received, or a session receiver's session, as in the SDK.
+        ``prefetch_count`` is accepted for compatibility: receives are batch reads
+        already, so there is nothing to prefetch. ``client_identifier`` names the receiver;
+        ``socket_timeout`` is accepted with no effect.
         """
         return self._receiver(EntityRef.queue(queue_name), receive_mode, sub_queue,
-                              max_wait_time, prefetch_count, session_id)
+                              max_wait_time, prefetch_count, session_id, auto_lock_renewer,
+                              kwargs)
 
     def get_subscription_receiver(
             self, topic_name: str, subscription_name: str, *,
@@ -89,7 +123,8 @@ class ServiceBusClient:
             receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
             sub_queue: Optional[ServiceBusSubQueue] = None,
             max_wait_time: Optional[float] = None,
-            prefetch_count: int = 0) -> "ServiceBusReceiver":
+            auto_lock_renewer: Any = None,
+            prefetch_count: int = 0, **kwargs: Any) -> "ServiceBusReceiver":
         """A receiver for a subscription or, with ``sub_queue=DEAD_LETTER``, its dead-letter
         queue (``<topic>/Subscriptions/<subscription>/$DeadLetterQueue``).
 
@@ -98,16 +133,33 @@ class ServiceBusClient:
         subscription. Arguments as in :meth:`get_queue_receiver`.
         """
         return self._receiver(EntityRef.subscription(topic_name, subscription_name),
-                              receive_mode, sub_queue, max_wait_time, prefetch_count, session_id)
+                              receive_mode, sub_queue, max_wait_time, prefetch_count, session_id,
+                              auto_lock_renewer, kwargs)
 
-    def _sender(self, ref: EntityRef) -> "ServiceBusSender":
+    def _check_entity_path(self, ref: EntityRef) -> None:
+        """From a connection string with EntityPath: only that entity (as the SDK checks)."""
+        if self._entity_path is None:
+            return
+        name = ref.topic if ref.topic is not None else ref.path
+        if name.casefold() != self._entity_path.strip("/").casefold():
+            raise ServiceBusInvalidOperationError(
+                f"{ref.label} does not match the EntityPath ({self._entity_path!r}) of the "
+                "connection string this client was made from: use that entity, or a "
+                "connection string without EntityPath")
+
+    def _sender(self, ref: EntityRef, kwargs: Dict[str, Any]) -> "ServiceBusSender":
+        identifier = _handler_options(kwargs, "get_..._sender")
         self._conn.check_open()
+        self._check_entity_path(ref)
         self._entities.resolve(ref)
-        return ServiceBusSender(self._conn, ref)
+        return ServiceBusSender(self._conn, ref, identifier)
 
     def _receiver(self, ref: EntityRef, receive_mode, sub_queue, max_wait_time,
-                  prefetch_count, session_id: Optional[str] = None) -> "ServiceBusReceiver":
+                  prefetch_count, session_id: Optional[str] = None, auto_lock_renewer=None,
+                  kwargs: Optional[Dict[str, Any]] = None) -> "ServiceBusReceiver":
+        identifier = _handler_options(kwargs or {}, "get_..._receiver")
         self._conn.check_open()
+        self._check_entity_path(ref)
         if session_id is not None:
             if session_id is not NEXT_AVAILABLE_SESSION:
                 session_id = check_string("session_id", session_id)
@@ -135,7 +187,30 @@ class ServiceBusClient:
                 or prefetch_count < 0:
             raise ServiceBusInvalidOperationError(
                 f"prefetch_count must be an integer >= 0, got {prefetch_count!r}")
+        if auto_lock_renewer is not None:
+            if not callable(getattr(auto_lock_renewer, "register", None)):
+                raise ServiceBusInvalidOperationError(
+                    f"auto_lock_renewer must be an AutoLockRenewer, got "
+                    f"{type(auto_lock_renewer).__name__}")
+            if mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+                raise ServiceBusInvalidOperationError(
+                    "auto_lock_renewer is not supported in RECEIVE_AND_DELETE mode: its "
+                    "messages hold no lock to renew")
         self._entities.resolve(ref)
         return ServiceBusReceiver(self._conn, ref, mode, sub_queue,
                                   wait_seconds(max_wait_time, "max_wait_time"),
-                                  session_id=session_id)
+                                  session_id=session_id, auto_lock_renewer=auto_lock_renewer,
+                                  client_identifier=identifier)
+
+
+def _handler_options(kwargs: Dict[str, Any], who: str) -> Optional[str]:
+    """The ``client_identifier`` of a sender's or receiver's SDK keyword options (the others
+    they take, ``socket_timeout``, have no effect); TypeError for any other keyword."""
+    unknown = sorted(set(kwargs) - {"client_identifier", "socket_timeout"})
+    if unknown:
+        raise TypeError(f"{who} got unexpected keyword argument(s) {unknown}")
+    identifier = kwargs.get("client_identifier")
+    if identifier is not None and not isinstance(identifier, str):
+        raise ServiceBusInvalidOperationError(
+            f"client_identifier must be a str, got {type(identifier).__name__}")
+    return identifier

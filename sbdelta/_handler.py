@@ -5,13 +5,16 @@ uses the client's ``clock``; only waiting for messages (``max_wait_time``) uses 
 
 from __future__ import annotations
 
+import functools
+import uuid
 from datetime import datetime, timedelta
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._activity import ActivityTracker
 from ._entity import Entity, EntityResolver
 from ._names import EntityRef
 from ._namespace import Namespace
+from ._store import DEFAULT_RETRY, RetryPolicy, retry_policy
 from .exceptions import ServiceBusInvalidOperationError
 
 
@@ -51,10 +54,11 @@ class Connection:
     """What a client shares with its senders and receivers: the namespace, the entity resolver
     (cached per registry version), the activity tracker, and whether the client is open."""
 
-    def __init__(self, ns: Namespace) -> None:
+    def __init__(self, ns: Namespace, retry: RetryPolicy = DEFAULT_RETRY) -> None:
         self.ns = ns
         self.entities = EntityResolver(ns)
         self.activity = ActivityTracker(ns)
+        self.retry = retry  # the client's retry_* options (sbdelta._options)
         self.closed = False
 
     @property
@@ -66,13 +70,41 @@ class Connection:
             raise ServiceBusInvalidOperationError("this ServiceBusClient is closed")
 
 
+def under_retry_policy(cls):
+    """Class decorator: each public method of ``cls`` runs under the retry policy of its
+    client (``self._retry_policy()``), so the ``retry_*`` options a client was made with
+    govern every commit retry its senders, receivers and sessions make."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and callable(member) \
+                and not isinstance(member, (type, staticmethod, classmethod)):
+            setattr(cls, name, _with_policy(member))
+    return cls
+
+
+def _with_policy(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with retry_policy(self._retry_policy()):
+            return method(self, *args, **kwargs)
+    return run
+
+
 class Handler:
     """A sender or receiver bound to one entity of a client's namespace."""
 
-    def __init__(self, connection: Connection, ref: EntityRef) -> None:
+    def __init__(self, connection: Connection, ref: EntityRef,
+                 client_identifier: Optional[str] = None) -> None:
         self._conn = connection
         self._ref = ref
         self._name = ref.path
+        self._client_identifier = client_identifier or \
+            f"{type(self).__name__.replace('ServiceBus', 'SB')}-{uuid.uuid4()}"
+
+    @property
+    def client_identifier(self) -> str:
+        """The name this sender or receiver was given (``client_identifier=``), or a generated
+        one, as in azure-servicebus; sbdelta writes it nowhere."""
+        return self._client_identifier
 
     def __enter__(self):
         return self
@@ -85,6 +117,9 @@ class Handler:
 
     def _now(self) -> datetime:
         return self._conn.ns.clock.now()
+
+    def _retry_policy(self) -> RetryPolicy:
+        return self._conn.retry
 
     def _lookup(self) -> Entity:
         """The entity as it is now (SETTLE-7: properties may change at any time); a lookup is

@@ -322,6 +322,9 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         msg._receiver = receiver
         msg._peeked = bool(peeked)
         msg._settled = False
+        # Why an AutoLockRenewer stopped renewing this message (AutoLockRenewTimeout or
+        # AutoLockRenewFailed), as azure-servicebus's attribute; None while nothing happened.
+        msg.auto_renew_error = None
         return msg
 
     def _set_lock(self, lock_token: Union[str, uuid.UUID, None],

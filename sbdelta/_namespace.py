@@ -20,7 +20,7 @@ from typing import Optional
 
 from ._clock import Clock, checked_clock
 from ._spark import get_spark
-from .exceptions import ServiceBusConnectionError
+from .exceptions import ServiceBusAuthorizationError, ServiceBusConnectionError
 
 __all__ = ["Namespace", "normalize_root"]
 
@@ -83,6 +83,7 @@ class Namespace:
             try:
                 self._fs = jvm.org.apache.hadoop.fs.Path(self.root).getFileSystem(conf)
             except Exception as exc:  # noqa: BLE001 - any JVM failure means unreachable
+                _raise_if_refused(exc, f"open namespace {self.root}")
                 raise ServiceBusConnectionError(
                     f"cannot reach namespace {self.root}: {_java_message(exc)}. Check the URI, "
                     "the file system's jars and credentials") from None
@@ -93,9 +94,10 @@ class Namespace:
         jvm = self.spark.sparkContext._jvm
         try:
             self.hadoop_fs().mkdirs(jvm.org.apache.hadoop.fs.Path(self.root))
-        except ServiceBusConnectionError:
+        except (ServiceBusConnectionError, ServiceBusAuthorizationError):
             raise
         except Exception as exc:  # noqa: BLE001
+            _raise_if_refused(exc, f"create namespace {self.root}")
             raise ServiceBusConnectionError(
                 f"cannot write to namespace {self.root}: {_java_message(exc)}") from None
 
@@ -110,6 +112,14 @@ class Namespace:
             self.hadoop_fs().delete(jvm.org.apache.hadoop.fs.Path(uri), True)
         except Exception:  # noqa: BLE001 - data is already unreachable from the registry
             pass
+
+
+def _raise_if_refused(exc: BaseException, what: str) -> None:
+    from ._store import refused, storage_refusal
+
+    reason = storage_refusal(exc)
+    if reason is not None:
+        raise refused(what, reason) from None
 
 
 def _java_message(exc: BaseException) -> str:

@@ -11,7 +11,8 @@ from ._clock import from_spark
 from ._durations import expiry, expiry_sql
 from ._entity import Entity
 from ._forwarding import forwards
-from ._handler import Connection, Handler, positive_int, wait_seconds
+from ._handler import (Connection, Handler, positive_int, under_retry_policy,
+                       wait_seconds)
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
@@ -27,13 +28,17 @@ from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageSiz
 __all__ = ["ServiceBusReceiver", "ServiceBusSession"]
 
 
+@under_retry_policy
 class ServiceBusReceiver(Handler):
     """Receives from one queue or subscription, or its dead-letter queue."""
 
     def __init__(self, connection: Connection, ref: EntityRef,
                  receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
-                 max_wait_time: Optional[float], *, session_id: Optional[str] = None) -> None:
-        super().__init__(connection, ref)
+                 max_wait_time: Optional[float], *, session_id: Optional[str] = None,
+                 auto_lock_renewer: Any = None,
+                 client_identifier: Optional[str] = None) -> None:
+        super().__init__(connection, ref, client_identifier)
+        self._renewer = auto_lock_renewer
         self._mode = receive_mode
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
@@ -147,6 +152,16 @@ class ServiceBusReceiver(Handler):
         )
 
     # -- receive -------------------------------------------------------------------------------
+    def _registered(self, messages: List[ServiceBusReceivedMessage]
+                    ) -> List[ServiceBusReceivedMessage]:
+        """Register received messages with the receiver's ``auto_lock_renewer`` (PeekLock; a
+        session receiver's renewer keeps the session instead, as in azure-servicebus)."""
+        if self._renewer is not None and self._session is None \
+                and self._mode is ServiceBusReceiveMode.PEEK_LOCK:
+            for message in messages:
+                self._renewer.register(self, message)
+        return messages
+
     def _check_not_forwarding(self, entity: Entity) -> None:
         """FWD-2: a queue or subscription that forwards cannot be received from."""
         if self._sub_queue is None and forwards(entity):
@@ -203,7 +218,7 @@ class ServiceBusReceiver(Handler):
                 # its own: read on (the frontier moved) before answering "nothing".
                 rows, touched = self._acquire(n, entity, as_rows=True)
             if rows or time.monotonic() >= deadline:
-                return [self._to_message(r, entity) for r in rows]
+                return self._registered([self._to_message(r, entity) for r in rows])
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def receive_dataframe(self, max_message_count: int):
@@ -252,7 +267,7 @@ class ServiceBusReceiver(Handler):
         found = self._store(entity).receive_deferred(
             seqs, policy=self._policy(entity), now=self._now(), delete=delete,
             what=f"receive deferred messages from {self.entity_path}", session=hold)
-        return [self._to_message(r, entity) for r in found]
+        return self._registered([self._to_message(r, entity) for r in found])
 
     def peek_messages(self, max_message_count: int = 1, *,
                       sequence_number: Optional[int] = None,
@@ -472,6 +487,7 @@ class ServiceBusReceiver(Handler):
             what=f"{action} on {self.entity_path}")
 
 
+@under_retry_policy
 class ServiceBusSession:
     """The session a session receiver holds (SESS-2..5), as azure-servicebus's
     ``receiver.session``: its id, lock and state.
@@ -487,6 +503,8 @@ class ServiceBusSession:
         self._hold: Optional[SessionHold] = None
         self._lost = False
         self._closed = False  # released by receiver.close()
+        # Why an AutoLockRenewer stopped renewing this session (as azure-servicebus's).
+        self.auto_renew_error: Optional[Exception] = None
 
     @property
     def session_id(self) -> Optional[str]:
@@ -528,6 +546,7 @@ class ServiceBusSession:
         if self._session_id is not None:
             self._hold = store.lock_session(self._session_id, receiver._now(),
                                             entity.policy.lock_duration)
+            self._kept()
             return self._hold
         wait = receiver._max_wait_time or 0.0
         deadline = time.monotonic() + wait
@@ -536,6 +555,7 @@ class ServiceBusSession:
                                            entity.policy.lock_duration)
             if hold is not None:
                 self._hold, self._session_id = hold, hold.session_id
+                self._kept()
                 return hold
             if time.monotonic() >= deadline:
                 raise OperationTimeoutError(
@@ -545,9 +565,17 @@ class ServiceBusSession:
                     "Try again later, or give get_..._receiver a longer max_wait_time")
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
+    def _kept(self) -> None:
+        """Just locked: the receiver's ``auto_lock_renewer`` keeps the session from now."""
+        if self._receiver._renewer is not None:
+            self._receiver._renewer.register(self._receiver, self)
+
     def _store(self):
         entity = self._receiver._entity()
         return self._receiver._store(entity), entity
+
+    def _retry_policy(self):
+        return self._receiver._retry_policy()
 
     def renew_lock(self, *, timeout: Optional[float] = None) -> datetime:
         """Extend the session lock, and the locks of the session's messages this receiver

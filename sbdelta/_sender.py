@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 from ._clock import utc
 from ._entity import Entity
 from ._forwarding import continues, forward_after_send, route
-from ._handler import Connection, Handler, positive_int
+from ._handler import Connection, Handler, positive_int, under_retry_policy
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
@@ -21,12 +21,14 @@ from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
 __all__ = ["ServiceBusSender"]
 
 
+@under_retry_policy
 class ServiceBusSender(Handler):
     """Sends to one queue or topic. Every send is one Delta commit: all of it or nothing
     (SEND-1/2). A topic stores each message once, whatever its subscriptions (TOPIC-1)."""
 
-    def __init__(self, connection: Connection, ref: EntityRef) -> None:
-        super().__init__(connection, ref)
+    def __init__(self, connection: Connection, ref: EntityRef,
+                 client_identifier: Optional[str] = None) -> None:
+        super().__init__(connection, ref, client_identifier)
         self._round_robin = itertools.count(random.randrange(1 << 16))
 
     @property

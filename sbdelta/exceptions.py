@@ -1,9 +1,19 @@
-"""The sbdelta error tree, named as in azure-servicebus.
+"""The sbdelta error tree: every class of ``azure.servicebus.exceptions`` (7.x), same names,
+and at least the same bases, plus sbdelta's own below :class:`ServiceBusError`.
 
 Every broker-side failure is a :class:`ServiceBusError`; its ``retryable`` flag says whether the
 same call can succeed if repeated. Client-side misuse (invalid arguments, settling a peeked
 message, a wrong receive mode) raises :class:`ValueError` subclasses, as the Azure SDK does, so
-``except ValueError`` keeps working for callers who validate input themselves.
+``except ValueError`` keeps working for callers who validate input themselves. One difference:
+the SDK's ``MessageAlreadySettled`` is a ``ValueError`` only; here it is also a
+``ServiceBusError``, so both ``except`` clauses an SDK program may use catch it.
+
+Where the SDK raises its classes, sbdelta raises them for the storage's equivalent:
+``ServiceBusAuthorizationError`` when the storage refuses access (permissions, IAM, grants),
+``ServiceBusCommunicationError`` when it cannot be reached, ``ServiceBusServerBusyError``
+(``CommitConflictError``) when commits kept losing to concurrent writers.
+``ServiceBusAuthenticationError`` exists for ``except`` clauses; sbdelta authenticates nothing
+itself (the storage's credentials do).
 """
 
 from __future__ import annotations
@@ -14,6 +24,10 @@ from typing import Optional
 __all__ = [
     "ServiceBusError",
     "ServiceBusConnectionError",
+    "ServiceBusCommunicationError",
+    "ServiceBusAuthenticationError",
+    "ServiceBusAuthorizationError",
+    "ServiceBusServerBusyError",
     "OperationTimeoutError",
     "MessageLockLostError",
     "SessionLockLostError",
@@ -52,11 +66,20 @@ class ServiceBusError(Exception):
 
     retryable = False
 
-    def __init__(self, message: str, *, retryable: Optional[bool] = None) -> None:
+    def __init__(self, message: Optional[str] = None, *, retryable: Optional[bool] = None,
+                 error: Optional[BaseException] = None, condition: Optional[str] = None,
+                 status_code: Optional[int] = None) -> None:
+        # ``message`` may be given by keyword, and ``error``, ``condition`` and ``status_code``
+        # are taken, as azure-servicebus's constructors take them.
+        message = message or (type(self).__doc__ or "").strip().splitlines()[0] \
+            or "Service Bus has encountered an error."
         super().__init__(message)
         self.message = message
         if retryable is not None:
             self.retryable = retryable
+        self.error = error
+        self.condition = condition
+        self.status_code = status_code
         self.tracking_id = uuid.uuid4().hex
 
     def __str__(self) -> str:
@@ -69,13 +92,39 @@ class ServiceBusConnectionError(ServiceBusError):
     retryable = True
 
 
+class ServiceBusCommunicationError(ServiceBusError):
+    """The namespace's storage could not be reached (network, DNS, the file system's client)."""
+
+    retryable = True
+
+
+class ServiceBusAuthenticationError(ServiceBusError):
+    """Authentication failed. sbdelta authenticates nothing itself: the storage's credentials
+    do; kept for ``except`` clauses of azure-servicebus programs."""
+
+    retryable = True
+
+
+class ServiceBusAuthorizationError(ServiceBusError):
+    """The storage refused access to the namespace (file permissions, cloud IAM, Unity
+    Catalog grants): access control is the storage's."""
+
+    retryable = True
+
+
+class ServiceBusServerBusyError(ServiceBusError):
+    """The broker is too busy to do this now: wait a little and try again."""
+
+    retryable = True
+
+
 class OperationTimeoutError(ServiceBusError):
     """An operation did not finish in time (for example, lock acquisition kept conflicting)."""
 
     retryable = True
 
 
-class CommitConflictError(ServiceBusError):
+class CommitConflictError(ServiceBusServerBusyError):
     """A Delta commit kept losing to concurrent writers after every retry."""
 
     retryable = True
@@ -102,7 +151,7 @@ class AutoLockRenewTimeout(ServiceBusError):
     """The renewer's total renewal time for a lock is over (as azure-servicebus)."""
 
 
-class MessageAlreadySettled(ServiceBusError):
+class MessageAlreadySettled(ServiceBusError, ValueError):
     """The message was already completed, abandoned, dead-lettered or deferred by this client."""
 
 

@@ -7,7 +7,8 @@ verb on to the module that owns it.
 """
 
 from .codec import inbox_rows
-from .delta import checkpoint, latest_version, optimize, retry, sql_literal, vacuum
+from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, optimize, refused,
+                    retry, retry_policy, sql_literal, storage_refusal, vacuum)
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
                      INBOX_NAMES,
@@ -33,7 +34,8 @@ __all__ = [
     # locks and settlement
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement", "SessionHold",
     # commits
-    "latest_version", "retry", "checkpoint", "optimize", "vacuum",
+    "latest_version", "retry", "checkpoint", "optimize", "vacuum", "refused", "storage_refusal",
+    "RetryPolicy", "DEFAULT_RETRY", "retry_policy",
     # maintenance
     "DEFAULT_SWEEP_BATCH",
 ]

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Optional, Sequence, Tuple, TypeVar
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence, Tuple, TypeVar
 
 from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attempt,
-                      stop_after_delay, wait_random_exponential)
+                      stop_after_delay, wait_fixed, wait_random_exponential)
 
 from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotFoundError,
                           MessagingEntityAlreadyExistsError, MessagingEntityNotFoundError,
-                          ServiceBusError)
+                          ServiceBusAuthorizationError, ServiceBusError)
 
 log = logging.getLogger("sbdelta")
 T = TypeVar("T")
@@ -91,14 +94,41 @@ def is_conflict(exc: BaseException) -> bool:
     return any(name in text for name in _CONFLICT_NAMES) and guard_code(exc) is None
 
 
+# How file systems say "you may not": Hadoop's local and HDFS clients, S3A, ABFS, GCS, and
+# Databricks' Unity Catalog. Matched in the (Java) error text.
+_REFUSALS = re.compile(
+    r"AccessControlException|AccessDeniedException|Permission denied|PERMISSION_DENIED"
+    r"|AuthorizationPermissionMismatch|AuthorizationFailure|\b403 Forbidden\b"
+    r"|(?:Status ?[Cc]ode|StatusCode|status)[:= ]+403\b|INSUFFICIENT_PERMISSIONS")
+
+
+def storage_refusal(exc: BaseException) -> Optional[str]:
+    """The line of ``exc`` saying the storage refused access, or None if it says nothing so."""
+    for line in str(exc).splitlines():
+        if _REFUSALS.search(line):
+            return line.strip()[:300]
+    return None
+
+
+def refused(what: str, reason: str) -> ServiceBusAuthorizationError:
+    return ServiceBusAuthorizationError(
+        f"{what}: the storage refused access ({reason}). Access control is the storage's: "
+        "grant this process's user (or cloud identity, or Unity Catalog principal) read and "
+        "write access to the namespace folder")
+
+
 def run_guarded(action: Callable[[], T]) -> T:
-    """Run one Delta operation, turning a tripped guard into :class:`GuardTripped`."""
+    """Run one Delta operation, turning a tripped guard into :class:`GuardTripped` and a
+    refusal by the storage into ServiceBusAuthorizationError."""
     try:
         return action()
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is one of ours
         code = guard_code(exc)
         if code is not None and not is_conflict(exc):
             raise GuardTripped(code) from None
+        reason = storage_refusal(exc)
+        if reason is not None:
+            raise refused("a Delta operation", reason) from None
         raise
 
 
@@ -117,23 +147,60 @@ def _should_retry(exc: BaseException) -> bool:
     return False
 
 
-def retry(step: Callable[[], T], *, what: str, attempts: int = 40,
-          max_seconds: float = 120.0) -> T:
-    """Run ``step`` (read, decide, commit) until it commits without a Delta conflict.
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How :func:`retry` repeats a step that lost to a concurrent commit.
+
+    Attributes:
+        attempts: At most this many tries.
+        max_seconds: And at most this long in total.
+        backoff: Seconds: the scale of the first wait (exponential: doubling, jittered).
+        backoff_max: Seconds: no wait is longer.
+        fixed: Wait ``backoff`` every time instead of doubling.
+    """
+
+    attempts: int = 40
+    max_seconds: float = 120.0
+    backoff: float = 0.05
+    backoff_max: float = 2.0
+    fixed: bool = False
+
+
+#: Conflicts are normal under contention: many quick, jittered retries.
+DEFAULT_RETRY = RetryPolicy()
+_policy: ContextVar[RetryPolicy] = ContextVar("sbdelta_retry_policy", default=DEFAULT_RETRY)
+
+
+@contextmanager
+def retry_policy(policy: RetryPolicy) -> Iterator[None]:
+    """Make ``policy`` the one :func:`retry` uses in this thread (or task) for the block: a
+    client's ``retry_*`` options, set around each of its operations."""
+    token = _policy.set(policy)
+    try:
+        yield
+    finally:
+        _policy.reset(token)
+
+
+def retry(step: Callable[[], T], *, what: str) -> T:
+    """Run ``step`` (read, decide, commit) until it commits without a Delta conflict, as often
+    and as long as the current :class:`RetryPolicy` allows.
 
     Args:
         step: Re-reads whatever it decides on; it is called again from scratch after a conflict.
         what: Names the operation in logs and in the final error.
-        attempts: At most this many tries.
-        max_seconds: And at most this long in total.
 
     Raises:
         CommitConflictError: Still conflicting after every try (retryable).
+        ServiceBusAuthorizationError: The storage refused access.
     """
+    policy = _policy.get()
+    wait = (wait_fixed(policy.backoff) if policy.fixed
+            else wait_random_exponential(multiplier=policy.backoff, max=policy.backoff_max))
     retrying = Retrying(
         retry=retry_if_exception(_should_retry),
-        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
-        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
+        wait=wait,
         before_sleep=lambda state: log.debug("%s: commit conflict, retry %d", what,
                                              state.attempt_number),
         reraise=False,
@@ -144,6 +211,13 @@ def retry(step: Callable[[], T], *, what: str, attempts: int = 40,
         raise CommitConflictError(
             f"{what}: still losing to concurrent commits after "
             f"{exc.last_attempt.attempt_number} attempts; try again") from exc.last_attempt.exception()
+    except ServiceBusError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised unless the storage refused access
+        reason = storage_refusal(exc)
+        if reason is not None:
+            raise refused(what, reason) from None
+        raise
 
 
 def merge(spark, target: str, source, clauses: str):

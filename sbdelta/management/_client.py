@@ -9,7 +9,9 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from .._clock import Clock
 from .._names import EntityRef, storage_key
+from .._handler import under_retry_policy
 from .._namespace import Namespace
+from .._options import parse_connection_string, retry_policy_from
 from .._store.delta import GuardTripped
 from .._store.registry import RegistryRow
 from .._store import MessageStore
@@ -109,6 +111,7 @@ def _build(cls, args: tuple, kwargs: Dict[str, Any]):
     return cls(*args, **kwargs)
 
 
+@under_retry_policy
 class ServiceBusAdministrationClient:
     """Create, read, update, delete and list the entities of a namespace.
 
@@ -118,17 +121,34 @@ class ServiceBusAdministrationClient:
     processes cannot create the same entity twice or update a deleted one.
 
     Args:
-        namespace: A folder path (the embedded default) or any Hadoop file system URI
-            (``abfss://...``, ``s3a://...``, ``dbfs:/...``).
+        fully_qualified_namespace: A folder path (the embedded default) or any Hadoop file
+            system URI (``abfss://...``, ``s3a://...``, ``dbfs:/...``); or make the client with
+            :meth:`from_connection_string`.
+        credential: Accepted as in the SDK and unused (access control is the storage's).
         spark: The Spark session to use; by default the active one, or a new local one.
         clock: Broker time (``now() -> aware UTC datetime``); defaults to the system clock.
+        **kwargs: ``retry_*`` options and the SDK's transport options, as
+            :class:`~sbdelta.ServiceBusClient` takes them (``api_version`` too: no effect).
 
     Raises:
         ServiceBusConnectionError: The namespace URI is invalid or cannot be reached.
     """
 
-    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
-        self._ns = Namespace(namespace, spark=spark, clock=clock)
+    def __init__(self, fully_qualified_namespace: str, credential: Any = None, *, spark=None,
+                 clock: Optional[Clock] = None, **kwargs: Any) -> None:
+        self._retry = retry_policy_from(kwargs, "ServiceBusAdministrationClient")
+        self._ns = Namespace(fully_qualified_namespace, spark=spark, clock=clock)
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str,
+                               **kwargs: Any) -> "ServiceBusAdministrationClient":
+        """An administration client from ``Endpoint=<namespace folder or URI>;...`` (see
+        :meth:`sbdelta.ServiceBusClient.from_connection_string`; ``EntityPath`` is ignored,
+        as the SDK's administration client ignores it)."""
+        return cls(parse_connection_string(conn_str).namespace, **kwargs)
+
+    def _retry_policy(self):
+        return self._retry
 
     @property
     def namespace(self) -> str:

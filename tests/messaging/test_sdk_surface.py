@@ -1,0 +1,93 @@
+"""An azure-servicebus 7.x program runs after changing its imports and its connection string
+(issue 17): clients from connection strings (EntityPath honoured), the SDK's keyword options on
+clients, senders and receivers, ``auto_lock_renewer`` on receivers (messages, and a session
+receiver's session). Time is a ManualClock."""
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from sbdelta import (AutoLockRenewer, ServiceBusClient, ServiceBusMessage,
+                     ServiceBusReceiveMode)
+from sbdelta.exceptions import AutoLockRenewTimeout, ServiceBusInvalidOperationError
+from sbdelta.management import ServiceBusAdministrationClient
+
+LOCK = timedelta(seconds=30)
+
+
+@pytest.fixture(scope="module")
+def ns(spark, tmp_path_factory):
+    return str(tmp_path_factory.mktemp("sdk") / "ns")
+
+
+def wait_for(renewer, renewals):
+    deadline = time.monotonic() + 60
+    while renewer.renewals < renewals and time.monotonic() < deadline:
+        time.sleep(0.05)  # waits for the renewer thread, not for a lock duration
+
+
+def test_an_sdk_program_runs_on_a_connection_string_with_its_keyword_options(spark, ns, clock):
+    sas = "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=c2VjcmV0"
+    admin = ServiceBusAdministrationClient.from_connection_string(
+        f"Endpoint={ns};{sas}", spark=spark, clock=clock, api_version="2021-05",
+        logging_enable=True)
+    admin.create_queue("orders", lock_duration=LOCK)
+    admin.create_queue("other")
+    with ServiceBusClient.from_connection_string(
+            f"Endpoint={ns};{sas};EntityPath=orders", spark=spark, clock=clock,
+            logging_enable=True, transport_type="AmqpOverWebsocket",
+            http_proxy={"proxy_hostname": "proxy"}, user_agent="app/1.0", retry_total=5,
+            retry_backoff_factor=0.01, retry_mode="fixed") as client:
+        with client.get_queue_sender("Orders", client_identifier="producer-1",
+                                     socket_timeout=5) as sender:
+            assert sender.client_identifier == "producer-1"
+            sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+        with pytest.raises(ServiceBusInvalidOperationError, match="EntityPath \\('orders'\\)"):
+            client.get_queue_sender("other")
+        renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05)
+        with pytest.raises(ServiceBusInvalidOperationError, match="not supported in RECEIVE_AND"):
+            client.get_queue_receiver(
+                "orders", auto_lock_renewer=renewer,
+                receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+        with client.get_queue_receiver("orders", auto_lock_renewer=renewer) as receiver:
+            assert receiver.client_identifier.startswith("SBReceiver-")
+            got = receiver.receive_messages(10)  # registered with the renewer on receipt
+            clock.advance(timedelta(seconds=20))  # under half the lock left: due
+            wait_for(renewer, 2)
+            assert [m.locked_until_utc for m in got] == [clock.now() + LOCK] * 2
+            clock.advance(timedelta(seconds=12))  # past the first locks: renewed, still held
+            receiver.complete_messages(got)
+            assert [m.auto_renew_error for m in got] == [None, None]
+        renewer.close()
+        # The renewal period over: the lock is left to run out, and the message says why.
+        client.get_queue_sender("orders").send_messages(ServiceBusMessage("c"))
+        short = AutoLockRenewer(max_lock_renewal_duration=10, poll_interval=0.05)
+        receiver = client.get_queue_receiver("orders", auto_lock_renewer=short)
+        [c] = receiver.receive_messages(10)
+        clock.advance(timedelta(seconds=20))
+        deadline = time.monotonic() + 60
+        while c.auto_renew_error is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        short.close()
+        assert isinstance(c.auto_renew_error, AutoLockRenewTimeout)
+        assert "(10 seconds) elapsed" in str(c.auto_renew_error)
+        assert c.locked_until_utc == clock.now() + LOCK - timedelta(seconds=20)  # not renewed
+        receiver.complete_message(c)
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        ServiceBusClient(ns, spark=spark, clock=clock, retry_totl=3)
+
+
+def test_an_auto_lock_renewer_on_a_session_receiver_keeps_the_session(client, queue, clock):
+    name = queue(requires_session=True, lock_duration=LOCK)
+    client.get_queue_sender(name).send_messages(ServiceBusMessage("m", session_id="s"))
+    renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05)
+    with client.get_queue_receiver(name, session_id="s", auto_lock_renewer=renewer) as receiver:
+        [message] = receiver.receive_messages(10)
+        clock.advance(timedelta(seconds=20))
+        wait_for(renewer, 1)  # the session (and with it its message), not the message alone
+        assert receiver.session.locked_until_utc == clock.now() + LOCK
+        clock.advance(timedelta(seconds=12))
+        receiver.complete_message(message)
+    renewer.close()
+    assert renewer.renewals == 1

@@ -1,0 +1,98 @@
+"""azure-servicebus client options: connection strings, retry_* options (which govern sbdelta's
+commit retries) and transport options (accepted, no effect). No Spark needed."""
+
+import pytest
+
+from sbdelta._handler import under_retry_policy
+from sbdelta._options import NO_EFFECT, parse_connection_string, retry_policy_from
+from sbdelta._store import DEFAULT_RETRY, RetryPolicy, retry
+from sbdelta.exceptions import CommitConflictError, ConfigurationError
+
+
+@pytest.mark.parametrize("text, namespace, entity", [
+    ("Endpoint=file:///data/ns", "file:///data/ns", None),
+    ("endpoint=/data/ns;EntityPath=orders", "/data/ns", "orders"),
+    ("Endpoint=abfss://c@acct.dfs.core.windows.net/sb/;SharedAccessKeyName=RootManageShared"
+     "AccessKey;SharedAccessKey=abc=;", "abfss://c@acct.dfs.core.windows.net/sb/", None),
+    ("  ENDPOINT = s3a://bucket/ns ; entitypath = t/x ;", "s3a://bucket/ns", "t/x"),
+    ("Endpoint=dbfs:/sb;SharedAccessSignature=sr=x&sig=y;UseDevelopmentEmulator=true",
+     "dbfs:/sb", None),
+])
+def test_connection_strings_name_a_namespace_location(text, namespace, entity):
+    parsed = parse_connection_string(text)
+    assert (parsed.namespace, parsed.entity_path) == (namespace, entity)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("", "blank"),
+    (None, "blank"),
+    ("SharedAccessKeyName=k;SharedAccessKey=v", "no Endpoint"),
+    ("Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
+     "addresses an Azure Service Bus namespace"),
+    ("Endpoint=/ns;Bogus=1", r"unknown connection string part\(s\) \['bogus'\]"),
+    ("Endpoint=/ns;EntityPath", "malformed connection string part 'EntityPath'"),
+    ("Endpoint=/a;endpoint=/b", "gives 'endpoint' twice"),
+])
+def test_bad_connection_strings_say_what_is_wrong(text, error):
+    with pytest.raises(ConfigurationError, match=error):
+        parse_connection_string(text)
+
+
+def test_retry_options_replace_only_the_defaults_given():
+    assert retry_policy_from({}, "c") == DEFAULT_RETRY
+    assert retry_policy_from({name: "x" for name in NO_EFFECT}, "c") == DEFAULT_RETRY
+    policy = retry_policy_from({"retry_total": 2, "retry_backoff_factor": 0.5,
+                                "retry_backoff_max": 300, "retry_mode": "Fixed"}, "c")
+    assert policy == RetryPolicy(attempts=3, max_seconds=300.0, backoff=0.5, backoff_max=300.0,
+                                 fixed=True)
+
+    class RetryMode:  # azure.servicebus.RetryMode is an enum with string values
+        value = "exponential"
+
+    assert not retry_policy_from({"retry_mode": RetryMode()}, "c").fixed
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"retry_total": -1}, "retry_total must be an integer >= 0"),
+    ({"retry_total": 1.5}, "retry_total must be an integer"),
+    ({"retry_backoff_factor": "1"}, "retry_backoff_factor must be a number"),
+    ({"retry_backoff_max": 0}, "retry_backoff_max must be a number > 0"),
+    ({"retry_mode": "linear"}, "retry_mode must be 'exponential' or 'fixed'"),
+])
+def test_bad_retry_options_are_refused(options, error):
+    with pytest.raises(ConfigurationError, match=error):
+        retry_policy_from(options, "c")
+
+
+def test_unknown_keywords_are_type_errors_naming_what_is_accepted():
+    with pytest.raises(TypeError, match=r"ServiceBusClient got unexpected keyword argument\(s\) "
+                                        r"\['retry_totl'\].*retry_total"):
+        retry_policy_from({"retry_totl": 3}, "ServiceBusClient")
+
+
+def test_a_clients_retry_policy_governs_the_commit_retries_of_its_operations():
+    tries = []
+
+    def conflicting():
+        tries.append(1)
+        raise RuntimeError("io.delta.exceptions.ConcurrentAppendException: files were added")
+
+    @under_retry_policy
+    class Handler:
+        def __init__(self, policy):
+            self.policy = policy
+
+        def _retry_policy(self):
+            return self.policy
+
+        def operation(self):
+            return retry(conflicting, what="an operation")
+
+    with pytest.raises(CommitConflictError, match="after 3 attempts"):
+        Handler(retry_policy_from({"retry_total": 2, "retry_backoff_factor": 0,
+                                   "retry_mode": "fixed"}, "c")).operation()
+    assert len(tries) == 3
+    tries.clear()
+    with pytest.raises(CommitConflictError, match="after 1 attempts"):
+        Handler(RetryPolicy(attempts=1)).operation()
+    assert len(tries) == 1
