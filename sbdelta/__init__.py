@@ -24,6 +24,7 @@ from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConfli
                          ServiceBusInvalidOperationError, ServiceBusQuotaExceededError,
                          SessionCannotBeLockedError, SessionLockLostError, SparkSetupError,
                          StorageLayoutError)
+from .paired import PairedNamespaceOptions
 from .management import (EntityStatus, QueueProperties, RuleProperties,
                          ServiceBusAdministrationClient, SubscriptionProperties, TopicProperties)
 
@@ -44,6 +45,7 @@ __all__ = [
     "NEXT_AVAILABLE_SESSION",
     "ServiceBusMessageState",
     "AutoLockRenewer",
+    "PairedNamespaceOptions",
     # management
     "ServiceBusAdministrationClient",
     "QueueProperties",

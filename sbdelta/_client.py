@@ -12,9 +12,11 @@ from ._message_fields import check_string
 from ._names import EntityRef
 from ._namespace import Namespace
 from ._options import parse_connection_string, retry_policy_from
+from .paired.options import PairedNamespaceOptions
+from .paired.sender import PairedSender, Pairing
 from ._receiver import ServiceBusReceiver
 from ._sender import ServiceBusSender
-from .exceptions import ServiceBusInvalidOperationError
+from .exceptions import ConfigurationError, ServiceBusInvalidOperationError
 
 __all__ = ["ServiceBusClient"]
 
@@ -31,6 +33,9 @@ class ServiceBusClient:
             ServiceBusAuthorizationError.
         spark: The SparkSession to use; default: the active one with Delta, else a local one.
         clock: Broker time, any object with ``now() -> aware UTC datetime``.
+        paired_namespace: A :class:`~sbdelta.paired.PairedNamespaceOptions`: pair the client
+            with a secondary namespace (PAIR-1..6). Its backlog queues are created there now
+            when missing, and its senders fail over to them (docs/paired.md).
         retry_total, retry_backoff_factor, retry_backoff_max, retry_mode: How commits that
             lost to concurrent writers are retried (given ones replace sbdelta's defaults; see
             ``sbdelta._options``).
@@ -41,13 +46,36 @@ class ServiceBusClient:
     """
 
     def __init__(self, fully_qualified_namespace: str, credential: Any = None, *, spark=None,
-                 clock: Optional[Clock] = None, **kwargs: Any) -> None:
+                 clock: Optional[Clock] = None,
+                 paired_namespace: Optional[PairedNamespaceOptions] = None,
+                 **kwargs: Any) -> None:
         retry = retry_policy_from(kwargs, "ServiceBusClient")
+        if paired_namespace is not None and not isinstance(paired_namespace,
+                                                           PairedNamespaceOptions):
+            raise ConfigurationError(
+                f"paired_namespace must be a sbdelta.paired.PairedNamespaceOptions, got "
+                f"{type(paired_namespace).__name__}")
         self._conn = Connection(Namespace(fully_qualified_namespace, spark=spark, clock=clock),
                                 retry)
         self._ns = self._conn.ns
         self._entities = self._conn.entities
         self._entity_path: Optional[str] = None
+        self._pairing: Optional[Pairing] = None
+        if paired_namespace is not None:
+            self._pairing = self._pair(paired_namespace, kwargs)
+
+    def _pair(self, options: PairedNamespaceOptions, kwargs: Dict[str, Any]) -> Pairing:
+        from .management import ServiceBusAdministrationClient
+
+        spark, clock = self._ns.spark, self._ns.clock
+        secondary = ServiceBusClient(options.secondary, spark=spark, clock=clock, **kwargs)
+        admin = ServiceBusAdministrationClient(options.secondary, spark=spark, clock=clock,
+                                               **kwargs)
+        if secondary.namespace == self.namespace:
+            raise ConfigurationError(
+                f"the secondary namespace {options.secondary!r} is the primary itself: pair "
+                "with another storage location")
+        return Pairing(options, self.namespace, clock.now, secondary, admin)
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **kwargs: Any) -> "ServiceBusClient":
@@ -77,6 +105,8 @@ class ServiceBusClient:
     def close(self) -> None:
         """Release the client (the Spark session is left running: it is not the client's)."""
         self._conn.closed = True
+        if self._pairing is not None:
+            self._pairing.close()
 
     def get_queue_sender(self, queue_name: str, **kwargs: Any) -> "ServiceBusSender":
         """A sender for ``queue_name`` (raises MessagingEntityNotFoundError if it is missing).
@@ -152,7 +182,8 @@ class ServiceBusClient:
         self._conn.check_open()
         self._check_entity_path(ref)
         self._entities.resolve(ref)
-        return ServiceBusSender(self._conn, ref, identifier)
+        sender = ServiceBusSender(self._conn, ref, identifier)
+        return sender if self._pairing is None else PairedSender(sender, self._pairing)
 
     def _receiver(self, ref: EntityRef, receive_mode, sub_queue, max_wait_time,
                   prefetch_count, session_id: Optional[str] = None, auto_lock_renewer=None,

@@ -14,7 +14,8 @@ from ._handler import Connection, Handler, positive_int, under_retry_policy
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
-from ._store import INBOX_COLUMNS, ddl, inbox_rows, key_partition, sequence_number
+from ._store import (INBOX_COLUMNS, PING_CONTENT_TYPE, ddl, inbox_rows, key_partition,
+                     sequence_number)
 from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
                          ServiceBusInvalidOperationError)
 
@@ -192,8 +193,10 @@ class ServiceBusSender(Handler):
 
 
 def _check_session_ids(messages: List[ServiceBusMessage], label: str) -> None:
-    """SESS-1: every message sent to a session entity carries a session id."""
-    missing = [i for i, m in enumerate(messages) if m.session_id is None]
+    """SESS-1: every message sent to a session entity carries a session id (pings of a paired
+    sender, PAIR-6, need none: registration drops them)."""
+    missing = [i for i, m in enumerate(messages)
+               if m.session_id is None and m.content_type != PING_CONTENT_TYPE]
     if missing:
         raise ServiceBusInvalidOperationError(
             f"{label} requires sessions (requires_session=True): every message needs a "
