@@ -153,7 +153,9 @@ class RetryPolicy:
 
     Attributes:
         attempts: At most this many tries.
-        max_seconds: And at most this long in total.
+        max_seconds: And at most this long in total, once ``min_attempts`` tries were made (a
+            single slow try, on a loaded machine, must not use up the whole budget).
+        min_attempts: Tries made whatever the time.
         backoff: Seconds: the scale of the first wait (exponential: doubling, jittered).
         backoff_max: Seconds: no wait is longer.
         fixed: Wait ``backoff`` every time instead of doubling.
@@ -161,6 +163,7 @@ class RetryPolicy:
 
     attempts: int = 40
     max_seconds: float = 120.0
+    min_attempts: int = 5
     backoff: float = 0.05
     backoff_max: float = 2.0
     fixed: bool = False
@@ -199,7 +202,9 @@ def retry(step: Callable[[], T], *, what: str) -> T:
             else wait_random_exponential(multiplier=policy.backoff, max=policy.backoff_max))
     retrying = Retrying(
         retry=retry_if_exception(_should_retry),
-        stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_seconds),
+        stop=stop_after_attempt(policy.attempts) | (
+            stop_after_delay(policy.max_seconds)
+            & stop_after_attempt(min(policy.min_attempts, policy.attempts))),
         wait=wait,
         before_sleep=lambda state: log.debug("%s: commit conflict, retry %d", what,
                                              state.attempt_number),

@@ -44,7 +44,7 @@ def test_retry_options_replace_only_the_defaults_given():
     policy = retry_policy_from({"retry_total": 2, "retry_backoff_factor": 0.5,
                                 "retry_backoff_max": 300, "retry_mode": "Fixed"}, "c")
     assert policy == RetryPolicy(attempts=3, max_seconds=300.0, backoff=0.5, backoff_max=300.0,
-                                 fixed=True)
+                                 fixed=True, min_attempts=5)
 
     class RetryMode:  # azure.servicebus.RetryMode is an enum with string values
         value = "exponential"
@@ -96,3 +96,24 @@ def test_a_clients_retry_policy_governs_the_commit_retries_of_its_operations():
     with pytest.raises(CommitConflictError, match="after 1 attempts"):
         Handler(RetryPolicy(attempts=1)).operation()
     assert len(tries) == 1
+
+
+def test_one_slow_try_does_not_use_up_the_retry_budget():
+    """A try that outlasts max_seconds (a loaded machine) is followed by more, up to
+    min_attempts, before the time bound ends the retries."""
+    import time
+
+    tries = []
+
+    def slow_conflict():
+        tries.append(1)
+        time.sleep(0.02)
+        raise RuntimeError("io.delta.exceptions.ConcurrentAppendException: files were added")
+
+    from sbdelta._store import retry_policy
+
+    with retry_policy(RetryPolicy(attempts=40, max_seconds=0.01, min_attempts=3,
+                                  backoff=0, fixed=True)):
+        with pytest.raises(CommitConflictError, match="after 3 attempts"):
+            retry(slow_conflict, what="an operation")
+    assert len(tries) == 3

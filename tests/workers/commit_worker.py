@@ -8,7 +8,7 @@ import json
 import sys
 
 from sbdelta._spark import get_spark
-from sbdelta._store.delta import is_conflict, retry
+from sbdelta._store.delta import RetryPolicy, is_conflict, retry, retry_policy
 
 
 def main() -> None:
@@ -36,7 +36,8 @@ def main() -> None:
                         counts["conflicts"] += 1
                     raise
 
-            retry(merge, what="test merge", attempts=200, max_seconds=600)
+            with retry_policy(RetryPolicy(attempts=200, max_seconds=600)):
+                retry(merge, what="test merge")
             counts["merges"] += 1
     print(json.dumps(counts), flush=True)
 
