@@ -213,9 +213,10 @@ def retry(step: Callable[[], T], *, what: str) -> T:
     try:
         return retrying(step)
     except RetryError as exc:
+        tries = exc.last_attempt.attempt_number
         raise CommitConflictError(
-            f"{what}: still losing to concurrent commits after "
-            f"{exc.last_attempt.attempt_number} attempts; try again") from exc.last_attempt.exception()
+            f"{what}: still losing to concurrent commits after {tries} "
+            f"attempt{'' if tries == 1 else 's'}; try again") from exc.last_attempt.exception()
     except ServiceBusError:
         raise
     except Exception as exc:  # noqa: BLE001 - re-raised unless the storage refused access

@@ -93,7 +93,7 @@ def test_a_clients_retry_policy_governs_the_commit_retries_of_its_operations():
                                    "retry_mode": "fixed"}, "c")).operation()
     assert len(tries) == 3
     tries.clear()
-    with pytest.raises(CommitConflictError, match="after 1 attempts"):
+    with pytest.raises(CommitConflictError, match="after 1 attempt; try again"):
         Handler(RetryPolicy(attempts=1)).operation()
     assert len(tries) == 1
 
