@@ -26,7 +26,7 @@ from .measure import MODES, ROOT, Row, Timer
 
 RESULTS = ROOT / "bench" / "results"
 WORKLOADS = ("send", "receive", "complete", "backlog", "latency", "maintenance", "drain",
-             "contention", "memory", "jobs", "topics")
+             "contention", "memory", "jobs", "topics", "paired")
 
 
 def _command_output(*args: str) -> str:

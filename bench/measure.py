@@ -52,6 +52,9 @@ class Sizes:
                                               # run; tiny mode leaves it to quick and full)
     topic_fanout_subscriptions: int = 2       # subscriptions it drains (every message each)
     topic_fanout_batch: int = 100             # messages per receive_dataframe/complete
+    syphon: int = 0                           # backlog messages one syphon drain moves (0: not
+                                              # run; tiny mode leaves it to quick and full)
+    syphon_destinations: int = 2              # destination queues they are spread over
     skip: Sequence[str] = ()                  # workloads left out unless named in --only
 
 
@@ -71,6 +74,7 @@ MODES: Dict[str, Sizes] = {
                    topic_send=10000, topic_subscriptions=(1, 10), topic_backlog=20000,
                    topic_receive=1000, topic_filtered_subscriptions=10, topic_fanout=10000,
                    topic_fanout_subscriptions=10, topic_fanout_batch=5000,
+                   syphon=100000, syphon_destinations=10,
                    # issue 4's 20-round maintenance benchmark alone takes ~8.5 minutes here:
                    # quick mode runs it only when asked (--only maintenance).
                    skip=("maintenance",)),
@@ -82,7 +86,8 @@ MODES: Dict[str, Sizes] = {
                   contention_seconds=120, contention_prefill=20000, contention_batch=500,
                   topic_send=10000, topic_subscriptions=(1, 10, 100), topic_backlog=100000,
                   topic_receive=10000, topic_filtered_subscriptions=10, topic_fanout=100000,
-                  topic_fanout_subscriptions=10, topic_fanout_batch=100000),
+                  topic_fanout_subscriptions=10, topic_fanout_batch=100000,
+                  syphon=1000000, syphon_destinations=10),
 }
 
 

@@ -448,6 +448,11 @@ class Bench:
 
         return run_topics(self)
 
+    def w_paired(self) -> List[Row]:
+        from .paired import run_paired
+
+        return run_paired(self)
+
     def w_contention(self) -> List[Row]:
         from .contention import run_contention
 

@@ -75,7 +75,14 @@ class ServiceBusClient:
             raise ConfigurationError(
                 f"the secondary namespace {options.secondary!r} is the primary itself: pair "
                 "with another storage location")
-        return Pairing(options, self.namespace, clock.now, secondary, admin)
+
+        def start_syphon():
+            from .paired.syphon import Syphon, SyphonThread
+
+            return SyphonThread(Syphon(self.namespace, options.secondary, spark=spark,
+                                       clock=clock))
+
+        return Pairing(options, self.namespace, clock.now, secondary, admin, start_syphon)
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **kwargs: Any) -> "ServiceBusClient":

@@ -21,6 +21,7 @@ from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMess
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
                      MessageStore, SessionHold, Settlement, seq_of_token, sql_literal)
 from ._message_fields import check_body
+from .paired.options import is_backlog_queue
 from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageSizeExceededError,
                          OperationTimeoutError, ServiceBusInvalidOperationError,
                          SessionLockLostError)
@@ -163,7 +164,15 @@ class ServiceBusReceiver(Handler):
         return messages
 
     def _check_not_forwarding(self, entity: Entity) -> None:
-        """FWD-2: a queue or subscription that forwards cannot be received from."""
+        """FWD-2: a queue or subscription that forwards cannot be received from; nor can a
+        backlog queue of a paired namespace, whose messages only the syphon moves (a receive
+        would move the frontiers under the syphon's mark, :mod:`sbdelta._store.syphon`)."""
+        if self._sub_queue is None and entity.kind == "queue" and is_backlog_queue(entity.name):
+            raise ServiceBusInvalidOperationError(
+                f"{entity.label} is a backlog queue of a paired namespace: the syphon moves its "
+                "messages to their destinations (jobs/syphon.py, or enable_syphon=True), so "
+                "it cannot be received from (PAIR-7). Peek it, or receive from its "
+                "dead-letter queue")
         if self._sub_queue is None and forwards(entity):
             raise ServiceBusInvalidOperationError(
                 f"{entity.label} forwards its messages to '{entity.properties.forward_to}' "

@@ -136,6 +136,22 @@ def show(kind: str, name: str, namespace: str) -> None:
     click.echo(_props_json(props))
 
 
+@main.command()
+@namespace_option
+@click.option("--secondary", "-s", envvar="SBDELTA_SECONDARY", required=True,
+              help="The secondary namespace holding the backlog queues.")
+@click.option("--dry-run", is_flag=True, help="List the backlog queues; move nothing.")
+@_guard
+def syphon(namespace: str, secondary: str, dry_run: bool) -> None:
+    """Move the paired primary NAMESPACE's backlog messages home from SECONDARY (PAIR-7).
+
+    One drain; jobs/syphon.py --follow keeps polling.
+    """
+    from .paired.syphon import Syphon
+
+    click.echo(str(Syphon(namespace, secondary).drain(dry_run=dry_run)))
+
+
 @main.command(name="setup")
 def setup() -> None:
     """Fetch the Delta jars, build the local log store and record the JVM class archive once

@@ -21,6 +21,9 @@ from .locks import DLQ_POLICY, Policy, seq_of_token
 from .messages import Counts, MessageStore
 from .schema import ddl
 from .sessions import SessionHold
+from .syphon import Moved as SyphonMoved, Progress as SyphonProgress, Refusal as SyphonRefusal
+from .syphon import Hold as SyphonHold, Target as SyphonTarget
+from .syphon import move_backlog
 from .settle import Disposition, Locked, Settlement
 
 __all__ = [
@@ -38,4 +41,6 @@ __all__ = [
     "RetryPolicy", "DEFAULT_RETRY", "retry_policy",
     # maintenance
     "DEFAULT_SWEEP_BATCH",
+    # the syphon of paired namespaces
+    "move_backlog", "SyphonHold", "SyphonMoved", "SyphonProgress", "SyphonRefusal", "SyphonTarget",
 ]

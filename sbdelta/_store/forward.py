@@ -69,12 +69,14 @@ def txn_version(store, app_id: str) -> int:
     return int(found.get()) if found.isDefined() else -1
 
 
-def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bool = False):
+def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bool = False,
+                     hop: bool = True):
     """Inbox rows of ``dest`` for message rows ``rows`` (ordered by ``seq``): partition by
     PART-2 (PART-8: the partition key travels), enqueued now (a scheduled message keeps its
     time), one more hop, the destination's TTL cap applied. Dead letters start a new life:
     their time to live ended with the dead-letter queue (TTL-8), so only the destination's
-    default applies to them."""
+    default applies to them. ``hop=False``: the rows' ``hops`` are kept as they are (the
+    syphon's moves are not forwarding hops)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -97,7 +99,8 @@ def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bo
            .withColumn("kind", F.lit(MSG))
            .withColumn("scheduled_enqueue_time", scheduled)
            .withColumn("enqueued_time", F.coalesce(scheduled, F.expr(now_sql)))
-           .withColumn("hops", (F.coalesce("hops", F.lit(0)) + 1).cast("int")))
+           .withColumn("hops", (F.coalesce("hops", F.lit(0)) + 1).cast("int") if hop
+                       else F.col("hops").cast("int")))
     if dest.ttl_cap is not None:
         cap_ms = int(dest.ttl_cap / timedelta(milliseconds=1))
         capped = F.expr(expiry_sql("enqueued_time", str(cap_ms * 1000)))
@@ -112,9 +115,10 @@ def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bo
     return out.select(*INBOX_NAMES)
 
 
-def _append(dest: Destination, rows, app_id: str, version: int) -> None:
-    """Append ``rows`` to the destination inbox once per (app id, version)."""
-    (rows.writeTo(f"delta.`{dest.store.inbox_path}`")
+def append_once(store, rows, app_id: str, version: int) -> None:
+    """Append ``rows`` to ``store``'s inbox once per (app id, version): Delta skips the write
+    when the inbox records that version (or a later one) for the app id already."""
+    (rows.writeTo(f"delta.`{store.inbox_path}`")
      .option("txnAppId", app_id).option("txnVersion", version).append())
 
 
@@ -209,7 +213,7 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
         if not forwarded:  # cannot be: a range is marked only when it has rows to append
             raise RuntimeError(f"forwarding mark of {source.messages_path} at version {hi} "
                                "covers no message to forward")
-        _append(dest, destination_rows(rows.where("_fwd"), dest, then), app_id, hi)
+        append_once(dest.store, destination_rows(rows.where("_fwd"), dest, then), app_id, hi)
         return forwarded, True
 
     # 2. The next range: mark it (frontiers moved, the old ones kept in the mark, dead letters
@@ -267,7 +271,7 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
     if dead:
         source.move_dead_letters(pids, now)
     if forwarded:
-        _append(dest, destination_rows(rows.where("_fwd"), dest, now), app_id, hi)
+        append_once(dest.store, destination_rows(rows.where("_fwd"), dest, now), app_id, hi)
     return forwarded, hi < latest
 
 
@@ -347,7 +351,7 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
         return 0
     moving = plan.where("NOT _dead").drop("_dead")
     batch_id = lock_token(prefix, 0)[:18]  # what _batch_id() reads back from the tokens
-    _append(dest, destination_rows(moving, dest, now, dead_letters=dead_letters),
+    append_once(dest.store, destination_rows(moving, dest, now, dead_letters=dead_letters),
             f"{app_id}:{batch_id}", 0)
     # Marked at rev + 1 by the update above.
     apply_df(source, as_ops(moving.withColumn("rev", F.col("rev") + 1), "delete").drop("_out"),

@@ -8,22 +8,23 @@ limit and delivers them at once) and carried as ``x-ms-sessionid``, ``x-ms-timet
 ``x-ms-path`` for the scheduled time too, which would overwrite the destination; sbdelta uses
 its own alias for it, and says so in docs/paired.md.
 
-Restoring counts the time to live from the original enqueue (the backlog message's enqueue
-time), or from the scheduled time when there was one, so a message expires when it would have
-expired had it been sent to the primary directly.
+Restoring (:func:`restored_rows`, Spark Columns over a range of backlog rows) counts the time
+to live from the original enqueue (the backlog message's enqueue time), or from the scheduled
+time when there was one, so a message expires when it would have expired had it been sent to
+the primary directly.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Dict, Optional
+import re
+from datetime import timedelta
+from typing import Any, Dict
 
 from .._message import ServiceBusMessage
 from ..exceptions import InvalidMessageError
 
 __all__ = ["PATH", "SESSION_ID", "TIME_TO_LIVE", "SCHEDULED", "RESERVED", "to_backlog",
-           "Restored", "restore"]
+           "restored_rows"]
 
 PATH = "x-ms-path"
 SESSION_ID = "x-ms-sessionid"
@@ -64,56 +65,84 @@ def to_backlog(message: ServiceBusMessage, destination: str) -> ServiceBusMessag
     return ServiceBusMessage(message.body, application_properties=props, **fields)
 
 
-@dataclass(frozen=True)
-class Restored:
-    """A backlog message as the syphon sends it on: its destination and the message, or
-    ``expired`` when its time to live ended while it waited (``message`` is then None)."""
+# -- restoring backlog rows, as Spark Columns (the syphon) --------------------------------------
 
-    destination: str
-    message: Optional[ServiceBusMessage]
-    expired: bool = False
+#: One JSON value as :func:`sbdelta._app_properties.encode_properties` writes it at the top level
+#: of application properties: a string, a one-key object (``{"$t": ...}``...), or a scalar.
+_VALUE = r'("(?:[^"\\]|\\.)*"|\{[^{}]*\}|[^,{}"]+)'
+#: A reserved key at the top level: after ``{`` or ``,`` (a quote inside a string value is
+#: escaped, so ``,"x-ms-path":`` can only be a key).
+_RESERVED_KEYS = "|".join(re.escape(key) for key in RESERVED)
+_STRIP = r'(?:(?<=\{)|,)"(?:' + _RESERVED_KEYS + r')":' + _VALUE
 
 
-def restore(fields: Dict[str, Any], enqueued: datetime, now: datetime) -> Restored:
-    """The message a backlog row stands for (PAIR-7).
+def _raw(column, key: str):
+    """The raw JSON text of top-level property ``key`` in the stored JSON (NULL: absent)."""
+    from pyspark.sql import functions as F
 
-    Args:
-        fields: The backlog message's fields by ServiceBusMessage name (``body``,
-            ``application_properties``, ``message_id``, ...).
-        enqueued: When the message was sent (its enqueue time in the backlog queue).
-        now: The syphon's broker time.
+    raw = F.regexp_extract(column, r'(?:^\{|,)"' + re.escape(key) + '":' + _VALUE, 1)
+    return F.when(raw != "", raw)
 
-    Raises:
-        InvalidMessageError: The row has no ``x-ms-path`` (it was not put there by a paired
-            sender), or a reserved property of the wrong type.
+
+def _json_string(raw):
+    """A raw JSON string value unescaped (NULL when ``raw`` is not a JSON string)."""
+    from pyspark.sql import functions as F
+
+    return F.when(raw.startswith('"'),
+                  F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v"))
+
+
+def restored_rows(rows):
+    """Backlog inbox rows as the messages they stand for (PAIR-7), as Columns (no Python per
+    row).
+
+    Adds ``_path`` (the destination, ``x-ms-path``) and ``_invalid`` (why the row cannot be
+    restored, NULL when it can: the syphon dead-letters it as ``InvalidBacklogMessage``), and sets ``session_id``, ``time_to_live_ms``,
+    ``scheduled_enqueue_time`` and ``expires_at`` (the time to live counted from the scheduled
+    time, else from the backlog enqueue) from the reserved properties, which are cut out of
+    ``application_properties``; ``size`` is counted again without them (SEND-5). Whether a
+    scheduled time is still ahead and whether the message has expired are the destination's
+    to judge when the row arrives there, as for any send.
     """
-    props = dict(fields.get("application_properties") or {})
-    destination = props.pop(PATH, None)
-    if not isinstance(destination, str) or not destination:
-        raise InvalidMessageError(
-            f"a backlog message needs the application property {PATH!r} naming its "
-            f"destination entity, got {destination!r}")
-    session_id = props.pop(SESSION_ID, None)
-    ttl_ms = props.pop(TIME_TO_LIVE, None)
-    scheduled = props.pop(SCHEDULED, None)
-    if session_id is not None and not isinstance(session_id, str):
-        raise InvalidMessageError(f"{SESSION_ID} must be a str, got {session_id!r}")
-    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int)):
-        raise InvalidMessageError(f"{TIME_TO_LIVE} must be milliseconds (int), got {ttl_ms!r}")
-    if scheduled is not None and not isinstance(scheduled, datetime):
-        raise InvalidMessageError(f"{SCHEDULED} must be a datetime, got {scheduled!r}")
-    ttl = None if ttl_ms is None else timedelta(milliseconds=ttl_ms)
-    if scheduled is not None and scheduled > now:
-        keep_schedule = scheduled  # still ahead: the primary schedules it; TTL counts from it
-    else:
-        keep_schedule = None
-        if ttl is not None:  # counted from when it became (or would have become) visible
-            ttl = (scheduled or enqueued) + ttl - now
-            if ttl <= timedelta(0):
-                return Restored(destination, None, expired=True)
-    kept = {name: fields.get(name) for name in _KEPT}
-    if session_id is not None and kept.get("partition_key") == session_id:
-        kept["partition_key"] = None  # set by to_backlog; the session id decides again
-    return Restored(destination, ServiceBusMessage(
-        fields.get("body"), application_properties=props or None, session_id=session_id,
-        time_to_live=ttl, scheduled_enqueue_time_utc=keep_schedule, **kept))
+    from pyspark.sql import functions as F
+
+    from .._size import message_size
+    from .._message_fields import SYSTEM_STRING_FIELDS
+
+    app = F.col("application_properties")
+    path_raw, session_raw = _raw(app, PATH), _raw(app, SESSION_ID)
+    ttl_raw, scheduled_raw = _raw(app, TIME_TO_LIVE), _raw(app, SCHEDULED)
+    path, session = _json_string(path_raw), _json_string(session_raw)
+    ttl = F.when(ttl_raw.rlike("^[0-9]+$"), ttl_raw.cast("bigint"))
+    scheduled = F.when(scheduled_raw.rlike(r'^\{"\$t":"[^"]*"\}$'),
+                       F.regexp_extract(scheduled_raw, r'"\$t":"([^"]*)"', 1).cast("timestamp"))
+    invalid = (
+        F.when(path_raw.isNull(), F.lit(f"the message has no {PATH} property naming its "
+                                        "destination (a paired sender sets it)"))
+        .when(path.isNull() | (path == ""), F.lit(f"{PATH} is not an entity path"))
+        .when(session_raw.isNotNull() & session.isNull(), F.lit(f"{SESSION_ID} is not a string"))
+        .when(ttl_raw.isNotNull() & ttl.isNull(),
+              F.lit(f"{TIME_TO_LIVE} is not a number of milliseconds"))
+        .when(scheduled_raw.isNotNull() & scheduled.isNull(),
+              F.lit(f"{SCHEDULED} is not a date and time")))
+    stripped = F.regexp_replace(F.regexp_replace(app, _STRIP, ""), r"^\{,", "{")
+    stripped = F.when(stripped != "{}", stripped)
+    out = (rows
+           .withColumn("_path", path)
+           .withColumn("_invalid", invalid)
+           .withColumn("_base", F.coalesce(scheduled, F.col("enqueued_time")))
+           .withColumn("partition_key", F.when(
+               session.isNull() | ~F.col("partition_key").eqNullSafe(session),
+               F.col("partition_key")))
+           .withColumn("session_id", session)
+           .withColumn("time_to_live_ms", ttl)
+           .withColumn("scheduled_enqueue_time", scheduled)
+           .withColumn("application_properties", stripped))
+    from .._durations import expiry_sql
+
+    strings = [F.col("to_address" if name == "to" else name) for name in SYSTEM_STRING_FIELDS]
+    return (out.withColumn("expires_at", F.expr(expiry_sql("_base", "time_to_live_ms * 1000")))
+            .withColumn("size", message_size(
+                lambda c: F.coalesce(F.octet_length(c), F.lit(0)), F.col("body"),
+                F.col("application_properties"), strings).cast("int"))
+            .drop("_base"))

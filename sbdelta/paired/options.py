@@ -19,7 +19,8 @@ from typing import Any, Dict
 from ..exceptions import ConfigurationError
 
 __all__ = ["PairedNamespaceOptions", "BACKLOG_QUEUE_PROPERTIES", "MAX_BACKLOG_QUEUES",
-           "primary_identity", "backlog_queue_name", "TRANSFER_SEGMENT"]
+           "primary_identity", "backlog_queue_name", "TRANSFER_SEGMENT", "is_backlog_queue",
+           "backlog_queues_of"]
 
 TRANSFER_SEGMENT = "x-servicebus-transfer"
 #: Backlog queue indexes run 0..n-1; more than this many is a mistake, not a need.
@@ -108,3 +109,21 @@ def primary_identity(root: str) -> str:
 def backlog_queue_name(identity: str, index: int) -> str:
     """PAIR-1: ``<primary identity>/x-servicebus-transfer/<index>``."""
     return f"{identity}/{TRANSFER_SEGMENT}/{index}"
+
+
+_BACKLOG_NAME = re.compile(rf"^(.+)/{re.escape(TRANSFER_SEGMENT)}/([0-9]+)$", re.IGNORECASE)
+
+
+def is_backlog_queue(name: str) -> bool:
+    """Whether queue ``name`` is a backlog queue (``<identity>/x-servicebus-transfer/<i>``)."""
+    return isinstance(name, str) and _BACKLOG_NAME.match(name) is not None
+
+
+def backlog_queues_of(identity: str, names) -> list:
+    """The backlog queues of primary ``identity`` among queue ``names``, by index."""
+    found = []
+    for name in names:
+        m = _BACKLOG_NAME.match(name)
+        if m and m.group(1).casefold() == identity.casefold():
+            found.append((int(m.group(2)), name))
+    return [name for _, name in sorted(found)]

@@ -20,7 +20,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 from .._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
 from .._store import PING_CONTENT_TYPE
-from ..exceptions import (ConfigurationError, MessagingEntityAlreadyExistsError,
+from ..exceptions import (MessagingEntityAlreadyExistsError,
                           ServiceBusCommunicationError)
 from .backlog import to_backlog
 from .failover import BacklogRotation, ErrorKind, classify, health_registry
@@ -42,14 +42,12 @@ class Pairing:
         now: The client's broker time.
         secondary_client: A ServiceBusClient on ``options.secondary``.
         secondary_admin: A ServiceBusAdministrationClient on it.
+        start_syphon: Starts the client's syphon (used when ``options.enable_syphon``).
     """
 
     def __init__(self, options: PairedNamespaceOptions, primary_root: str,
-                 now: Callable[[], Any], secondary_client, secondary_admin) -> None:
-        if options.enable_syphon:
-            raise ConfigurationError(
-                "enable_syphon=True: the syphon is not built yet (issue 15); pair without it "
-                "for now")
+                 now: Callable[[], Any], secondary_client, secondary_admin,
+                 start_syphon: Optional[Callable[[], Any]] = None) -> None:
         self.options = options
         self.identity = primary_identity(primary_root)
         self.now = now
@@ -60,6 +58,8 @@ class Pairing:
         self.backlog_queues = [backlog_queue_name(self.identity, i)
                                for i in range(options.backlog_queue_count)]
         self._ensure_backlog_queues()
+        # enable_syphon: the client's own syphon (a SyphonThread), stopped by close (PAIR-8).
+        self.syphon = start_syphon() if options.enable_syphon and start_syphon else None
 
     def _ensure_backlog_queues(self) -> None:
         """PAIR-1: create the missing backlog queues with exactly the listed properties; use
@@ -96,6 +96,9 @@ class Pairing:
                 last = exc
 
     def close(self) -> None:
+        """Stop the client's syphon (within 5 seconds, PAIR-8) and close the secondary."""
+        if self.syphon is not None:
+            self.syphon.stop()
         self.secondary.close()
 
 

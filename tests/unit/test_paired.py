@@ -1,7 +1,7 @@
 """Paired namespaces, the parts that need no storage (issue 15): options, backlog queue names and
 properties (PAIR-1), the failover error table, timer and rotation (PAIR-3), pings (PAIR-5), the
-backlog form of a message (PAIR-4) and its restoration by the syphon (PAIR-7). Time is a
-ManualClock."""
+backlog form of a message (PAIR-4), how the syphon finds backlog queues and reports (PAIR-7).
+Restoration runs on Spark: tests/messaging/test_syphon.py. Time is a ManualClock."""
 
 import random
 import re
@@ -18,8 +18,10 @@ from sbdelta.exceptions import (ConfigurationError, InvalidMessageError,
                                 ServiceBusInvalidOperationError)
 from sbdelta.paired import (BACKLOG_QUEUE_PROPERTIES, BacklogRotation, EntityHealth, ErrorKind,
                             PairedNamespaceOptions, backlog_queue_name, classify,
-                            primary_identity, restore, to_backlog)
+                            primary_identity, to_backlog)
 from sbdelta.paired.backlog import PATH, SCHEDULED, SESSION_ID, TIME_TO_LIVE
+from sbdelta.paired.options import backlog_queues_of, is_backlog_queue
+from sbdelta.paired.syphon import SyphonReport
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)
@@ -136,39 +138,22 @@ def test_pair_4_the_backlog_form_carries_the_destination_and_the_cleared_propert
         to_backlog(ServiceBusMessage("x", application_properties={PATH: "elsewhere"}), "q")
 
 
-def _fields(message):
-    names = ("body", "application_properties", "message_id", "partition_key", "content_type",
-             "correlation_id", "subject", "to", "reply_to", "reply_to_session_id")
-    return {name: getattr(message, name) for name in names}
+# -- the syphon's parts that need no storage --------------------------------------------------
+def test_pair_7_backlog_queues_are_found_by_name_for_their_primary_only():
+    names = ["orders", "p-1/x-servicebus-transfer/10", "P-1/X-ServiceBus-Transfer/2",
+             "p-1/x-servicebus-transfer/x", "other/x-servicebus-transfer/0",
+             "p-1/x-servicebus-transfer/0"]
+    assert backlog_queues_of("p-1", names) == [
+        "p-1/x-servicebus-transfer/0", "P-1/X-ServiceBus-Transfer/2",
+        "p-1/x-servicebus-transfer/10"]
+    assert [is_backlog_queue(n) for n in names] == [False, True, True, False, True, True]
 
 
-def test_pair_7_restoring_gives_back_the_message_with_its_ttl_counted_from_the_original_send():
-    sent = ServiceBusMessage("b", session_id="s", time_to_live=timedelta(minutes=10),
-                             message_id="m", application_properties={"k": 1})
-    fields = _fields(to_backlog(sent, "orders"))
-    back = restore(fields, enqueued=T0, now=T0 + timedelta(minutes=4))
-    assert back.destination == "orders" and not back.expired
-    m = back.message
-    assert (m.session_id, m.time_to_live, m.message_id, m.application_properties,
-            m.partition_key, str(m)) == ("s", timedelta(minutes=6), "m", {"k": 1}, None, "b")
-    assert restore(fields, enqueued=T0, now=T0 + timedelta(minutes=10)).expired
-
-
-def test_pair_7_a_scheduled_message_keeps_its_schedule_and_its_ttl_counts_from_it():
-    sent = ServiceBusMessage("b", time_to_live=timedelta(minutes=10),
-                             scheduled_enqueue_time_utc=T0 + timedelta(minutes=5))
-    fields = _fields(to_backlog(sent, "orders"))
-    ahead = restore(fields, enqueued=T0, now=T0 + MINUTE).message
-    assert (ahead.scheduled_enqueue_time_utc, ahead.time_to_live) == \
-        (T0 + timedelta(minutes=5), timedelta(minutes=10))
-    late = restore(fields, enqueued=T0, now=T0 + timedelta(minutes=7)).message
-    assert (late.scheduled_enqueue_time_utc, late.time_to_live) == (None, timedelta(minutes=8))
-    assert restore(fields, enqueued=T0, now=T0 + timedelta(minutes=15)).expired
-
-
-def test_pair_7_rows_not_put_there_by_a_paired_sender_are_refused():
-    with pytest.raises(InvalidMessageError, match="needs the application property 'x-ms-path'"):
-        restore({"body": b"x", "application_properties": {"k": 1}}, T0, T0)
-    with pytest.raises(InvalidMessageError, match="x-ms-timetolive must be milliseconds"):
-        restore({"body": b"x", "application_properties": {PATH: "q", TIME_TO_LIVE: "1h"}},
-                T0, T0)
+def test_pair_7_the_syphon_report_says_what_moved_and_what_was_dead_lettered():
+    report = SyphonReport(backlog_queues=["b/x-servicebus-transfer/0"],
+                          moved={"orders": 3, "events": 1},
+                          dead_lettered={"MessagingEntityNotFound": 2}, seconds=1.25)
+    assert str(report).splitlines() == [
+        "syphon: 1 backlog queue(s), 4 message(s) moved, 2 dead-lettered in 1.2 s",
+        "          1 -> events", "          3 -> orders",
+        "          2 dead-lettered: MessagingEntityNotFound"]

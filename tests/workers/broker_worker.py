@@ -104,8 +104,11 @@ def main(argv):
                     idle = False
                     for m in got:
                         until = m.locked_until_utc.timestamp()
+                        ttl = m.time_to_live.total_seconds() if m.time_to_live else None
                         _log(log, event="locked", queue=q, seq=m.sequence_number,
-                             id=m.message_id, token=m.lock_token, start=until - lock, until=until)
+                             id=m.message_id, token=m.lock_token, start=until - lock, until=until,
+                             ctype=m.content_type, ttl=ttl,
+                             n=(m.application_properties or {}).get("n"))
                     try:
                         receiver.complete_messages(got)
                         done = clock.now().timestamp()

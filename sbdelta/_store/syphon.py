@@ -1,0 +1,421 @@
+"""The syphon's mover (PAIR-7): a backlog queue's messages moved into their destinations'
+inboxes, each exactly once, however often the mover is killed and run again.
+
+A backlog queue holds messages for many entities of the primary namespace; each row names its
+destination (the caller's ``restore`` gives it as ``_path``). One step covers a range of the
+backlog inbox (the versions past the frontiers, at most :data:`VERSION_WINDOW`):
+
+1. The range is read ONCE (checkpointed) and restored by the caller (properties, session id,
+   time to live). The destination paths found are decided by the caller's ``decide``, once per
+   path: a :class:`Target` (the destination's tables and what its sends check) or a
+   :class:`Refusal` (gone, disabled). Each row is then delivered to its target or refused
+   with a reason (refused destination, invalid row, a session destination's message without
+   session id, too large).
+2. ONE guarded MERGE on the backlog's ``messages`` table moves the frontiers past the range,
+   marks them with the old frontier (``fwd:<seq>``, so maintenance keeps the range), the time
+   and the targets that get rows (JSON, in the frontier rows' ``application_properties``), and
+   registers the refused rows as dead letters (then moved to the dead-letter table).
+3. ONE append per target, with Delta's idempotent-write options: ``txnAppId`` = the backlog
+   queue's syphon id, ``txnVersion`` = the range's last version (frontiers only move forward,
+   so versions grow for every target).
+
+The mark stays until the next step's commit replaces it. A step that finds a mark it did not
+finish itself checks each marked target's transaction version; only when one lacks the range
+(its mover was killed between 2 and the end of 3, or is still at it) does it read the range
+again, restore it with the mark's time and targets (so it computes the same rows), and append
+it where it is missing. A target that is gone or refuses messages by then gets nothing: its
+rows are dead-lettered by the commit that replaces the mark, so no row is both delivered and
+dead-lettered, and none is registered twice. No target takes a range twice (Delta records the
+transaction version in the target's own commit). Two syphons on one backlog queue are safe:
+one marks, the other finishes its mark or moves the next range.
+
+Nothing else may move a backlog queue's frontiers while a mark is on them: receivers are
+refused on backlog queues (the broker checks), and the sweep and compaction leave marked
+frontiers alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+from .apply import apply_df, to_source
+from .delta import retry, sql_literal
+from .forward import Destination, append_once, destination_rows, txn_version
+from .inbox import inbox_range
+from .layout import (CANCELLED, DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,
+                     MAX_VERSION, MESSAGE_FIELDS, MSG, VERSION_SHIFT, frontier_at, key_sql, mark, marked_from, start_version,
+                     version_of)
+
+__all__ = ["Target", "Refusal", "Hold", "Decision", "Moved", "Progress", "SESSION_ID_REQUIRED_REASON",
+           "MESSAGE_SIZE_EXCEEDED_REASON", "INVALID_ROW_REASON", "VERSION_WINDOW", "syphon_id", "move_backlog"]
+
+#: Backlog inbox versions one step covers at most (fewer when a destination would take more
+#: than one commit can number).
+VERSION_WINDOW = 4096
+#: Dead-letter reasons for rows the destination's send would have refused (Service Bus's own
+#: wording for the session case).
+SESSION_ID_REQUIRED_REASON = "Session ID is null"
+SESSION_ID_REQUIRED_DESCRIPTION = ("Session enabled entity doesn't allow a message whose session "
+                                   "identifier is null.")
+MESSAGE_SIZE_EXCEEDED_REASON = "MessageSizeExceeded"
+#: A row the restore could not read (``_invalid`` says why).
+INVALID_ROW_REASON = "InvalidBacklogMessage"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A destination as the syphon decided it when it marked a range: its tables (``folder``,
+    ``partitions``) and what a send to it checks and applies (FWD-2: the end of its forwarding
+    chain, ``hops`` away)."""
+
+    folder: str
+    partitions: int
+    max_size: int
+    requires_session: bool
+    key_by_message_id: bool
+    ttl_cap_ms: Optional[int] = None
+    hops: int = 0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A destination the syphon cannot send to: its rows are dead-lettered with this reason."""
+
+    reason: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A destination that does not take messages now but may again (disabled for sending):
+    its rows wait in the backlog queue, and so does everything after the first of them."""
+
+    reason: str
+    description: str
+
+
+Decision = Union[Target, Refusal, Hold]
+
+
+@dataclass
+class Moved:
+    """What :func:`move_backlog` moved: messages per destination path, dead letters per reason."""
+
+    moved: Dict[str, int] = field(default_factory=dict)
+    dead_lettered: Dict[str, int] = field(default_factory=dict)
+    #: Destinations whose messages wait (:class:`Hold`), with why.
+    waiting: Dict[str, str] = field(default_factory=dict)
+    steps: int = 0
+
+    def add(self, other: "Moved") -> None:
+        for mine, theirs in ((self.moved, other.moved),
+                             (self.dead_lettered, other.dead_lettered)):
+            for key, n in theirs.items():
+                mine[key] = mine.get(key, 0) + n
+        self.waiting.update(other.waiting)
+        self.steps += other.steps
+
+
+def syphon_id(store) -> str:
+    """The idempotent-write app id of a backlog queue (its folder: unique per incarnation)."""
+    digest = hashlib.sha1(store.folder.encode("utf-8")).hexdigest()[:20]
+    return f"sbdelta-syphon:{digest}"
+
+
+def _encode(decisions: Dict[str, Target]) -> str:
+    return json.dumps({path: {"target" if isinstance(d, Target) else "refusal": asdict(d)}
+                       for path, d in sorted(decisions.items())}, sort_keys=True)
+
+
+def _decode(text: Optional[str]) -> Dict[str, Decision]:
+    out: Dict[str, Decision] = {}
+    for path, d in json.loads(text or "{}").items():
+        out[path] = Target(**d["target"]) if "target" in d else Refusal(**d["refusal"])
+    return out
+
+
+# Hooks the broker gives: how backlog rows are restored (a DataFrame function), how paths are
+# decided, and how a decided target is found again: (its store, None) when it takes messages,
+# (its store, Hold) when it is there but refuses sends now, (None, Refusal) when it is gone.
+Restore = Callable[[object], object]
+Decide = Callable[[List[str]], Dict[str, Decision]]
+Reopen = Callable[[str, Target], Tuple[Optional[object], Optional[Union[Refusal, Hold]]]]
+
+#: Message columns a restore may change, kept in ``_orig`` so that a dead letter keeps the
+#: backlog form (with its destination in ``x-ms-path``) for whoever reads the dead-letter queue.
+_KEPT_AS_SENT = [name for name, _ in MESSAGE_FIELDS if name != "body"]
+
+
+def move_backlog(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetime, *,
+                 max_steps: Optional[int] = None, stop: Callable[[], bool] = lambda: False,
+                 progress: Optional[Progress] = None) -> Moved:
+    """Move everything past the backlog queue's frontiers (and finish a range a stopped mover
+    left marked). ``max_steps`` bounds the ranges moved (None: until nothing is left);
+    ``stop`` is asked before each range; ``progress``, kept by the caller per backlog queue
+    between runs, spares a run checking the mark the last one finished."""
+    total, memo = Moved(), progress if progress is not None else Progress()
+    while (max_steps is None or total.steps < max_steps) and not stop():
+        moved, more = retry(lambda: _step(source, restore, decide, reopen, now, memo),
+                            what=f"syphon {source.folder}")
+        total.add(moved)
+        if not more:
+            break
+    return total
+
+
+def _live_rows(source, frontiers: Dict[int, int], hi: int, tombstones, restore):
+    """The restored message rows of the backlog inbox past ``frontiers`` up to version
+    ``hi`` (pings and cancelled ones left out), with ``k``."""
+    from pyspark.sql import functions as F
+
+    lo = min(start_version(f) for f in frontiers.values())
+    rows = (inbox_range(source, list(frontiers), frontiers, lo, hi)
+            .drop("_change_type", "_commit_timestamp", "_commit_version", "idx")
+            .withColumn("k", F.expr(key_sql("seq")))
+            .where(F.col("kind") == MSG))
+    if tombstones:
+        keys = ", ".join(sql_literal(k) for k in sorted(tombstones))
+        rows = rows.where(f"{key_sql('pos')} NOT IN ({keys})")
+    return restore(rows.withColumn("_orig", F.struct(*_KEPT_AS_SENT)))
+
+
+def _classified(rows, decisions: Dict[str, Decision]):
+    """``rows`` with ``_reason``/``_description`` (NULL: deliver to ``_path``'s target)."""
+    from pyspark.sql import functions as F
+
+    reason = F.when(F.col("_invalid").isNotNull(), F.lit(INVALID_ROW_REASON))
+    description = F.when(F.col("_invalid").isNotNull(), F.col("_invalid"))
+    for path, d in sorted(decisions.items()):
+        here = F.col("_path") == F.lit(path)
+        if isinstance(d, Refusal):
+            reason = reason.when(here, F.lit(d.reason))
+            description = description.when(here, F.lit(d.description))
+            continue
+        if d.requires_session:
+            no_session = here & F.col("session_id").isNull()
+            reason = reason.when(no_session, F.lit(SESSION_ID_REQUIRED_REASON))
+            description = description.when(no_session, F.lit(SESSION_ID_REQUIRED_DESCRIPTION))
+        too_large = here & (F.col("size") > F.lit(d.max_size))
+        reason = reason.when(too_large, F.lit(MESSAGE_SIZE_EXCEEDED_REASON))
+        description = description.when(too_large, F.concat(
+            F.lit("The message is "), F.col("size").cast("string"),
+            F.lit(f" bytes; its destination '{path}' accepts at most {d.max_size} bytes.")))
+    return rows.withColumn("_reason", reason).withColumn("_description", description)
+
+
+def _target_rows(rows, path: str, target: Target, now: datetime):
+    """The destination inbox rows of ``path``'s deliverable ``rows``."""
+    from pyspark.sql import functions as F
+
+    picked = rows.where((F.col("_path") == F.lit(path)) & F.col("_reason").isNull())
+    picked = picked.withColumn("hops", F.lit(target.hops or None).cast("int"))
+    dest = Destination(_Partitions(target.partitions, target.folder),
+                       None if target.ttl_cap_ms is None
+                       else timedelta(milliseconds=target.ttl_cap_ms),
+                       target.key_by_message_id)
+    return destination_rows(picked, dest, now, hop=False)
+
+
+@dataclass(frozen=True)
+class _Partitions:
+    """What :func:`destination_rows` reads of a destination store."""
+
+    partitions: int
+    folder: str
+
+
+def _read_marks(source):
+    from pyspark.sql import functions as F
+
+    found = (source.messages()
+             .where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')")
+             .select("pid", "k", "kind", "seq", "rev", "lock_token", "application_properties",
+                     F.expr("unix_micros(locked_until)").alias("marked_at")).collect())
+    current = {r.pid: r for r in found if r.kind == FRONTIER}
+    tombstones = [r.k for r in found if r.kind == MSG]
+    return current, tombstones
+
+
+@dataclass
+class Progress:
+    """What a mover knows between its steps and runs: the mark it finished itself (per
+    partition, the revision the mark has), so it does not check that mark's targets again."""
+
+    finished: Dict[int, int] = field(default_factory=dict)
+
+
+def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetime,
+          memo: Progress) -> Tuple[Moved, bool]:
+    """Finish a mark left unfinished, then move the next range; (what moved, whether
+    versions are left)."""
+    from pyspark.sql import functions as F
+
+    current, tombstones = _read_marks(source)
+    marked = {p: r for p, r in current.items() if marked_from(r.lock_token) is not None}
+    moved, late = Moved(steps=1), None
+    if marked and {p: r.rev for p, r in marked.items()} != memo.finished:
+        late = _finish(source, marked, tombstones, restore, reopen, moved)
+        if moved.waiting:  # a target of the mark holds: nothing moves past it meanwhile
+            return moved, False
+        if late is None:  # every target has the range now
+            memo.finished = {p: r.rev for p, r in marked.items()}
+    frontiers = {p: current[p].seq if p in current else -1 for p in range(source.partitions)}
+    latest = source.latest_version(source.inbox_path)
+    lagging = {p: start_version(f) for p, f in frontiers.items() if start_version(f) <= latest}
+    if not lagging:
+        if late is not None:  # the unfinished mark's refused rows: registered, mark cleared
+            _commit(source, current, sorted(marked), None, now, None, late)
+            memo.finished = {}
+        return moved, False
+    lo = min(lagging.values())
+    hi = min(latest, lo + VERSION_WINDOW - 1)
+    while True:
+        pids = sorted(p for p, s in lagging.items() if s <= hi)
+        rows = _live_rows(source, {p: frontiers[p] for p in pids}, hi, tombstones,
+                          restore).localCheckpoint(eager=True)
+        found = rows.groupBy("_path").agg(F.count(F.lit(1)).alias("n"), F.min(F.expr(
+            f"shiftright(seq, {VERSION_SHIFT}) & {MAX_VERSION}")).alias("v")).collect()
+        per_path = {r._path: r.n for r in found}
+        # One destination commit numbers at most 2^20 rows per partition: read fewer versions.
+        if max(per_path.values(), default=0) > MAX_ROWS_PER_PARTITION_PER_COMMIT and hi > lo:
+            hi = lo + (hi - lo) // 2
+            continue
+        decisions = decide(sorted(p for p in per_path if p is not None))
+        held = {r._path: r.v for r in found if isinstance(decisions.get(r._path), Hold)}
+        if not held:
+            break
+        first = min(held.values())  # nothing moves past the first message that must wait
+        moved.waiting.update({p: decisions[p].description for p in held
+                              if held[p] == first})
+        if first <= lo:
+            if late is not None:
+                _commit(source, current, sorted(marked), None, now, None, late)
+                memo.finished = {}
+            return moved, False
+        hi = first - 1
+    rows = _classified(rows, decisions)
+    counts = {(r._path, r._reason): r.n for r in rows.groupBy("_path", "_reason")
+              .agg(F.count(F.lit(1)).alias("n")).collect()}
+    # The mark keeps only the targets that get rows: a recovery appends to those alone.
+    targets = {path: d for path, d in decisions.items()
+               if isinstance(d, Target) and counts.get((path, None))}
+    dead = None
+    for (path, reason), n in counts.items():
+        if reason is not None:
+            moved.dead_lettered[reason] = moved.dead_lettered.get(reason, 0) + n
+            dead = rows.where(F.col("_reason").isNotNull())
+    # ONE commit: frontiers past the range, marked with the old ones and the targets (other
+    # marks cleared), the range's dead letters and those of a mark finished above.
+    step_pids = sorted(set(pids) | set(marked))
+    marks = {p: mark(frontiers[p]) for p in pids} if targets else {}
+    _commit(source, current, step_pids, {p: frontier_at(p, hi) for p in pids}, now,
+            (marks, _encode(targets)) if targets else None, _union(late, dead))
+    memo.finished = {}
+    app_id = syphon_id(source)
+    for path, d in sorted(targets.items()):
+        store, refusal = reopen(path, d)
+        if store is None or isinstance(refusal, Hold):  # changed since it was decided: the
+            return moved, True                          # next step finishes the mark
+        append_once(store, _target_rows(rows, path, d, now), app_id, hi)
+        moved.moved[path] = moved.moved.get(path, 0) + counts[(path, None)]
+    if targets:
+        memo.finished = {p: (current[p].rev + 1 if p in current else 0) for p in pids}
+    return moved, hi < latest
+
+
+def _union(a, b):
+    if a is None:
+        return b
+    return a if b is None else a.unionByName(b)
+
+
+def _commit(source, current, pids: List[int], seqs: Optional[Dict[int, int]], now: datetime,
+            marking: Optional[Tuple[Dict[int, str], str]], dead) -> None:
+    """ONE guarded MERGE on the backlog's messages table: the frontier rows of ``pids`` set to
+    ``seqs`` (unchanged where not given), marked per ``marking`` (the old frontiers and the
+    targets) or unmarked; ``dead`` rows (restored rows with ``_reason``) registered as dead
+    letters, then moved to the dead-letter table."""
+    from pyspark.sql import functions as F
+
+    marks, decisions = marking if marking is not None else ({}, None)
+    seqs = seqs or {}
+    values = ", ".join(
+        f"({p}, CAST({seqs.get(p, current[p].seq if p in current else -1)} AS BIGINT), "
+        f"CAST({sql_literal(current[p].rev if p in current else None)} AS BIGINT), "
+        f"CAST({sql_literal(marks.get(p))} AS STRING), "
+        f"CAST({sql_literal(now if p in marks else None)} AS TIMESTAMP), "
+        f"CAST({sql_literal(decisions if p in marks else None)} AS STRING))"
+        for p in pids)
+    plan = to_source(source.spark.sql(
+        f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev, lock_token, locked_until, "
+        "application_properties)").select(
+        "pid", "seq", "_rev", "lock_token", "locked_until", "application_properties",
+        F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
+        F.coalesce("_rev", F.lit(0)).cast("bigint").alias("rev"),
+        F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update")).alias("_op")))
+    dead_pids: List[int] = []
+    if dead is not None:
+        dead = dead.select(
+            *[c for c in dead.columns if c not in _KEPT_AS_SENT and c != "_orig"],
+            *[F.col(f"_orig.{c}").alias(c) for c in _KEPT_AS_SENT])  # the backlog form
+        plan = plan.unionByName(to_source(
+            dead.withColumn("dead_letter_reason", F.col("_reason"))
+            .withColumn("dead_letter_error_description", F.col("_description"))
+            .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
+            .withColumn("delivery_count", F.lit(0))
+            .withColumn("visible_at", F.col("enqueued_time"))
+            .withColumn("_op", F.lit("insert"))))
+        dead_pids = sorted({r.pid for r in dead.select("pid").distinct().collect()})
+    every = sorted(set(pids) | set(dead_pids))
+    apply_df(source, plan.drop("_out"), every, now)
+    if dead_pids:
+        source.move_dead_letters(dead_pids, now)
+
+
+def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved: Moved):
+    """A mark another mover (or a killed one) left: append the range to each target whose
+    transaction version shows it missing, as that mover would have (its time, its targets,
+    the same rows). Returns the rows of targets that refuse messages now (with ``_reason``;
+    None when there are none), for the next commit to dead-letter."""
+    from pyspark.sql import functions as F
+
+    hi = max(version_of(r.seq) for r in marked.values())
+    last = {p: r for p, r in marked.items() if version_of(r.seq) == hi}
+    targets = {path: d for path, d in _decode(
+        next(iter(last.values())).application_properties).items() if isinstance(d, Target)}
+    app_id = syphon_id(source)
+    missing: Dict[str, Tuple[object, Optional[Refusal]]] = {}
+    for path, d in sorted(targets.items()):
+        store, refusal = reopen(path, d)
+        if store is None or txn_version(store, app_id) < hi:
+            missing[path] = (store, refusal)
+    if not missing:
+        return None
+    held = {path: r for path, (_, r) in missing.items() if isinstance(r, Hold)}
+    if held:  # the mark waits for them (appending the others now would change nothing)
+        moved.waiting.update({path: r.description for path, r in held.items()})
+        return None
+    then = datetime.fromtimestamp(max(r.marked_at for r in last.values()) / 1e6, timezone.utc)
+    olds = {p: marked_from(r.lock_token) for p, r in last.items()}
+    rows = _classified(_live_rows(source, olds, hi, tombstones, restore),
+                       targets).localCheckpoint(eager=True)
+    refused = {}
+    for path, (store, refusal) in missing.items():
+        if refusal is not None:
+            refused[path] = refusal
+            continue
+        append_once(store, _target_rows(rows, path, targets[path], then), app_id, hi)
+        moved.moved[path] = moved.moved.get(path, 0) + rows.where(
+            (F.col("_path") == path) & F.col("_reason").isNull()).count()
+    if not refused:
+        return None
+    late = _classified(rows.where(F.col("_path").isin(list(refused))
+                                  & F.col("_reason").isNull())
+                       .drop("_reason", "_description"), refused)
+    for r in late.groupBy("_reason").agg(F.count(F.lit(1)).alias("n")).collect():
+        moved.dead_lettered[r._reason] = moved.dead_lettered.get(r._reason, 0) + r.n
+    return late
