@@ -188,7 +188,7 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
     source = resolver.queue(src)
     target = forward_module.Destination(resolver.queue(dest).store, None, False)
     policy = source.policy
-    real_append = forward_module._append
+    real_append = forward_module.append_once
 
     def lose_append(*args):
         raise Crash("killed before the append")
@@ -197,21 +197,21 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
         real_append(*args)
         raise Crash("killed after the append")
 
-    monkeypatch.setattr(forward_module, "_append", lose_append)
+    monkeypatch.setattr(forward_module, "append_once", lose_append)
     with pytest.raises(Crash):
         source.store.forward_new(target, policy, clock.now())
     with pytest.raises(Crash):
         source.store.forward_registered(target, policy, clock.now())
-    monkeypatch.setattr(forward_module, "_append", real_append)
+    monkeypatch.setattr(forward_module, "append_once", real_append)
     assert source.store.forward_new(target, policy, clock.now()) == 5  # the marked range, once
     assert source.store.forward_new(target, policy, clock.now()) == 0
     # The marked batch's append never landed: it waits for its mark to run out...
     assert source.store.forward_registered(target, policy, clock.now()) == 0
     clock.advance(timedelta(hours=1, seconds=1))
-    monkeypatch.setattr(forward_module, "_append", lose_after_append)
+    monkeypatch.setattr(forward_module, "append_once", lose_after_append)
     with pytest.raises(Crash):  # ...then comes back and moves; this time the delete is lost
         source.store.forward_registered(target, policy, clock.now())
-    monkeypatch.setattr(forward_module, "_append", real_append)
+    monkeypatch.setattr(forward_module, "append_once", real_append)
     # Finished (the batch deleted), not repeated.
     assert source.store.forward_registered(target, policy, clock.now()) == 0
     got = sorted(m.message_id for m in received(client, dest, 8))
