@@ -63,13 +63,10 @@ def main(argv=None) -> int:
         total = SyphonReport(dry_run=args.dry_run)
         while not stop.is_set():
             report = syphon.drain(queues=args.entities, dry_run=args.dry_run, stop=stop.is_set)
+            total.add(report)
             total.backlog_queues = report.backlog_queues
-            for path, n in report.moved.items():
-                total.moved[path] = total.moved.get(path, 0) + n
-            for reason, n in report.dead_lettered.items():
-                total.dead_lettered[reason] = total.dead_lettered.get(reason, 0) + n
             total.seconds += report.seconds
-            total.waiting = report.waiting
+            total.waiting = dict(report.waiting)  # what waits now, not what waited before
             if report.total_moved or report.dead_lettered or report.waiting:
                 print(report, flush=True)
             stop.wait(poll)

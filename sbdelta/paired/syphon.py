@@ -67,7 +67,9 @@ class SyphonReport:
     def total_moved(self) -> int:
         return sum(self.moved.values())
 
-    def add(self, moved: SyphonMoved) -> None:
+    def add(self, moved) -> None:
+        """Count in what a backlog queue's move (a SyphonMoved) or another run (a
+        SyphonReport) moved, dead-lettered and waits for."""
         for mine, theirs in ((self.moved, moved.moved),
                              (self.dead_lettered, moved.dead_lettered)):
             for key, n in theirs.items():
@@ -236,11 +238,7 @@ class SyphonThread:
         spark.sparkContext.setJobGroup(self._group, "sbdelta syphon", interruptOnCancel=True)
         while not self._stop.is_set():
             try:
-                moved = self.syphon.drain(stop=self._stop.is_set)
-                for key, n in moved.moved.items():
-                    self.report.moved[key] = self.report.moved.get(key, 0) + n
-                for key, n in moved.dead_lettered.items():
-                    self.report.dead_lettered[key] = self.report.dead_lettered.get(key, 0) + n
+                self.report.add(self.syphon.drain(stop=self._stop.is_set))
                 self.last_error = None
             except Exception as exc:  # noqa: BLE001 - logged; the next poll tries again
                 if self._stop.is_set():
