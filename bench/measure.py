@@ -59,12 +59,14 @@ class Sizes:
 
 
 MODES: Dict[str, Sizes] = {
-    # tiny: a smoke run (tests/jobs/test_bench_smoke.py); one repetition, figures mean nothing.
+    # tiny: a smoke run (tests/jobs/test_bench_smoke.py); one repetition, figures mean nothing,
+    # every size the least that still runs each code path (it is part of the test suite's time).
     "tiny": Sizes(reps=1, send=[100], send_64k=[], send_messages=[(100, 100)],
-                  receive=[50], backlog=[100, 300], backlog_receive=20, backlog_chunk=100,
-                  latency_reps=2, drain=100, drain_chunk=100, drain_batch=100, drain_reps=1,
+                  receive=[50], backlog=[100, 200], backlog_receive=20, backlog_chunk=100,
+                  latency_reps=1, drain=100, drain_chunk=100, drain_batch=100, drain_reps=1,
                   contention_seconds=3, contention_prefill=100, contention_batch=10,
-                  maintenance_rounds=2, maintenance_batch=10),
+                  maintenance_rounds=1, maintenance_batch=10, topic_subscriptions=(2,),
+                  topic_backlog=100),
     "quick": Sizes(reps=3, send=[1000, 10000], send_64k=[1000],
                    send_messages=[(2000, 1000), (10000, 5000)],
                    receive=[100, 1000], backlog=[10000, 50000], backlog_receive=1000,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 from sbdelta.exceptions import InvalidEntityNameError
 
@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_RULE_NAME",
     "validate_entity_path",
     "validate_entity_name",
+    "entity_name_list",
     "storage_key",
     "entity_key",
     "EntityRef",
@@ -104,6 +105,29 @@ def validate_entity_name(name: object, *, kind: str) -> str:
     if kind == "rule":
         allowed += ", or the reserved name '$Default'"
     return _check_common(name, kind, MAX_NAME_LENGTH, _NAME_CHARS, allowed)
+
+
+def entity_name_list(names: object, *, what: str) -> List[str]:
+    """A job's or a call's list of entity names: ``None`` or empty for "all", one name as a
+    str, or a list/tuple/set of str. Only the types are checked here (resolving an unknown
+    name says what is missing).
+
+    Raises:
+        InvalidEntityNameError: ``names`` is another type, or holds something not a str.
+    """
+    if names is None:
+        return []
+    if isinstance(names, str):
+        return [names]
+    allowed = "a name (str), or a list of names, e.g. ['orders', 'events/Subscriptions/audit']"
+    if not isinstance(names, (list, tuple, set, frozenset)):
+        raise InvalidEntityNameError(
+            f"{what} must be {allowed}; got {type(names).__name__} {names!r}")
+    odd = [n for n in names if not isinstance(n, str)]
+    if odd:
+        raise InvalidEntityNameError(
+            f"{what} must be {allowed}; {odd[0]!r} ({type(odd[0]).__name__}) is not a name")
+    return list(names)
 
 
 def storage_key(path: str) -> str:

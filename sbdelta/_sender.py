@@ -14,8 +14,7 @@ from ._handler import Connection, Handler, positive_int, under_retry_policy
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
-from ._store import (INBOX_COLUMNS, PING_CONTENT_TYPE, ddl, inbox_rows, key_partition,
-                     sequence_number)
+from ._store import PING_CONTENT_TYPE, inbox_rows, key_partition, sequence_number
 from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
                          ServiceBusInvalidOperationError)
 
@@ -79,15 +78,15 @@ class ServiceBusSender(Handler):
                           entity=entity.label,
                           partition=lambda message: self._partition(message, target),
                           hops=way.hops or None)
-        df = self._conn.spark.createDataFrame(rows, ddl(INBOX_COLUMNS))
-        version, _ = self._append(target, df)
+        version, _ = self._append(target, rows)
         self._forward(target)
         if not need_seqs:
             return []
         return [sequence_number(r[0], version, r[1]) for r in rows]
 
     def _append(self, entity: Entity, rows) -> Optional[Tuple[int, int]]:
-        """Append ``rows`` to the entity's inbox in one commit: (version, rows), None if empty.
+        """Append ``rows`` (a list of inbox row tuples, or a DataFrame) to the entity's inbox
+        in one commit: (version, rows), None if empty.
 
         The queue or topic may be deleted while the send runs (its registry row first, then its
         folder).
@@ -95,9 +94,9 @@ class ServiceBusSender(Handler):
         MessagingEntityNotFoundError instead of reporting a message no entity holds (SEND-1).
         Row checks of ``send_dataframe`` that fail the write become their sbdelta error.
         """
+        write = entity.store.append_rows if isinstance(rows, list) else entity.store.append
         try:
-            appended = entity.store.append(rows, limit=entity.max_message_size,
-                                           entity=entity.label)
+            appended = write(rows, limit=entity.max_message_size, entity=entity.label)
         except ServiceBusError:
             raise
         except Exception:  # noqa: BLE001 - re-raised unless the entity is gone

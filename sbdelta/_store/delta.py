@@ -52,6 +52,14 @@ def _conflict_classes() -> tuple:
     return tuple(getattr(dx, name) for name in _CONFLICT_NAMES if hasattr(dx, name))
 
 
+def _delta_rs_conflict() -> tuple:
+    try:
+        from deltalake.exceptions import CommitFailedError
+    except ImportError:  # Python < 3.10: the package is not installed
+        return ()
+    return (CommitFailedError,)
+
+
 class GuardTripped(Exception):
     """Internal: a precondition guard aborted a Delta operation; nothing was written."""
 
@@ -89,6 +97,8 @@ def guard_code(exc: BaseException) -> Optional[str]:
 def is_conflict(exc: BaseException) -> bool:
     """True for Delta's optimistic-concurrency conflicts (retry the whole step)."""
     if isinstance(exc, _conflict_classes()):
+        return True
+    if isinstance(exc, _delta_rs_conflict()):  # delta-rs lost a race (its appends, rs.append)
         return True
     text = str(exc)
     return any(name in text for name in _CONFLICT_NAMES) and guard_code(exc) is None

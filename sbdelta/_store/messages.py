@@ -13,15 +13,16 @@ import copy
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import deadletter, expiry, forward, inbox, reads, receive, schedule, sessions, settle
+from . import (deadletter, expiry, forward, inbox, reads, receive, rs, schedule, sessions,
+               settle)
 from .apply import apply_df, as_ops
 from ..exceptions import SessionCannotBeLockedError
 from .codec import send_error
 from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
                     sql_literal)
 from .deltalog import add_missing_columns, require_portable
-from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_PROPERTIES, MESSAGES_COLUMNS,
-                     MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid, key_partition)
+from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES,
+                     MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid, key_partition)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import ddl, tblproperties
@@ -124,6 +125,20 @@ class MessageStore:
             return run_guarded(lambda: inbox.append(self, df))
         except GuardTripped as tripped:
             raise send_error(tripped.code, limit=limit, entity=entity) from None
+
+    def append_rows(self, rows: List[tuple], *, limit: int,
+                    entity: str) -> Optional[Tuple[int, int]]:
+        """One inbox commit of rows built and checked in Python (``INBOX_COLUMNS`` order, from
+        ``send_messages``): (version, rows written), None when ``rows`` is empty. Local
+        tables are appended to by delta-rs (milliseconds, no Spark job), others by Spark."""
+        if not rows:
+            return None
+        if rs.writes_locally(self.inbox_path):
+            version = retry(lambda: rs.append(self.inbox_path, INBOX_NAMES, rows),
+                            what=f"send to {self.inbox_path}")
+            return version, len(rows)
+        return self.append(self.spark.createDataFrame(rows, ddl(INBOX_COLUMNS)), limit=limit,
+                           entity=entity)
 
     def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool,
                 as_rows: bool = False, session: Optional[sessions.SessionHold] = None):

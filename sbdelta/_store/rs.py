@@ -1,17 +1,28 @@
-"""Reads through delta-rs (``deltalake``) on local tables: answers that need no Spark job.
+"""delta-rs (``deltalake``) on local tables: answers that need no Spark job, and the inbox
+append of ``send_messages`` (the first piece of the delta-rs engine, issue 16).
 
-Spark answers these too, at the cost of a snapshot rebuild and a job or two each; on a local
-namespace delta-rs reads the same log in milliseconds. Every function returns None when it
+Spark answers the reads too, at the cost of a snapshot rebuild and a job or two each; on a
+local namespace delta-rs reads the same log in milliseconds. Every read returns None when it
 cannot answer (a remote table, ``deltalake`` not installed on Python < 3.10, or any error),
 and the caller then asks Spark: the answers only decide whether Spark work is needed.
+
+:func:`append` commits a send's inbox rows in about 10 ms where a Spark append takes 0.3-1.5
+s. Both engines commit a local table's log entries with the same atomic create-if-absent (a
+hard link; sbdelta's Spark log store does the same, :mod:`sbdelta._java`), so Spark and
+delta-rs writers in different processes do not overwrite each other's commits
+(``tests/multiprocess``: the stress test's sender appends through delta-rs while Spark
+receivers, sweeps and compactions commit). ``SBDELTA_ENGINE=spark`` sends through Spark only.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
+import uuid
 from collections import Counter
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from .delta import local_path
 
@@ -68,3 +79,59 @@ def most_files_in_a_partition(path: str) -> Optional[int]:
     except Exception as exc:  # noqa: BLE001 - Spark decides instead
         log.debug("delta-rs file count of %s failed: %s", path, exc)
         return None
+
+
+def writes_locally(path: str) -> bool:
+    """Whether :func:`append` commits to ``path`` itself: a local table, ``deltalake``
+    importable, and ``SBDELTA_ENGINE`` not ``spark``."""
+    if os.environ.get("SBDELTA_ENGINE", "auto").strip().lower() == "spark":
+        return False
+    if local_path(path) is None:
+        return False
+    try:
+        import deltalake
+    except ImportError:  # Python < 3.10: the package is not installed
+        return False
+    return deltalake is not None
+
+
+def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
+    """Append ``rows`` (tuples in ``names`` order) to the existing local table ``path`` in one
+    commit; returns its version. Only for tables :func:`writes_locally` accepts.
+
+    Raises:
+        deltalake.exceptions.TableNotFoundError: no table there (it is never created here).
+        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
+    """
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    local = local_path(path)
+    table = DeltaTable(local)
+    before = table.version()
+    data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],
+                                schema=pa.schema(table.schema().to_arrow()))
+    token = f"sbdelta:{uuid.uuid4().hex}"
+    write_deltalake(table, data, mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": token}))
+    return _version_of(local, token, before)
+
+
+def _version_of(local: str, token: str, before: int) -> int:
+    """The version after ``before`` whose commitInfo carries ``token`` (read from the log's
+    JSON files: the commit just made, whoever committed in between)."""
+    version = before + 1
+    while True:
+        entry = os.path.join(local, "_delta_log", f"{version:020d}.json")
+        try:
+            with open(entry) as handle:
+                lines = handle.read().splitlines()
+        except FileNotFoundError:
+            raise RuntimeError(f"delta-rs committed to {local} but no commit after version "
+                               f"{before} carries its token {token}") from None
+        for line in lines:
+            if '"commitInfo"' in line:
+                info = json.loads(line).get("commitInfo") or {}
+                if info.get("userMetadata") == token:
+                    return version
+        version += 1

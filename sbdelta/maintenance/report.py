@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from .._names import EntityRef
+from .._names import EntityRef, entity_name_list
 
 
 @dataclass
@@ -42,6 +42,7 @@ def message_entities(ns, resolver, names: Optional[Sequence[str]], *,
     messages; a topic named in ``names`` stands for its subscriptions, and is visited itself
     only when ``topics`` (its inbox is compacted on its own). Every name is resolved first, so
     an unknown one fails the job before anything changes."""
+    names = entity_name_list(names, what="entities")
     rows = ns.registry.all()
     topic_names = {r.key: r.name for r in rows if r.kind == "topic"}
 

@@ -32,6 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._entity import EntityResolver
 from .._forwarding import continues, forward_after_send, route
+from .._names import entity_name_list
 from .._namespace import Namespace
 from .._store import (SyphonHold, SyphonMoved, SyphonProgress, SyphonRefusal, SyphonTarget,
                       move_backlog)
@@ -125,6 +126,7 @@ class Syphon:
         """Move everything the backlog queues hold now (``queues``: only these); a dry run
         lists the backlog queues and moves nothing. ``stop`` is asked between ranges."""
         started = time.monotonic()
+        queues = entity_name_list(queues, what="queues")
         found = self.backlog_queues()
         if queues:
             wanted = {q.casefold() for q in queues}

@@ -2,7 +2,9 @@
 inside the write, a send racing the deletion of its queue (SEND-1), send_dataframe's Spark jobs.
 """
 
+import json
 import os
+from datetime import timedelta
 
 import pytest
 
@@ -10,6 +12,8 @@ from sbdelta import ServiceBusMessage, ServiceBusReceiveMode
 from sbdelta.exceptions import (MessageSizeExceededError, MessagingEntityNotFoundError,
                                 ServiceBusInvalidOperationError)
 from sbdelta.management import ServiceBusAdministrationClient
+
+from ..conftest import receive_all
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +186,45 @@ def test_send_dataframe_runs_no_job_beside_the_write_and_counts_from_the_log(
     version = inbox.latest_version(inbox.inbox_path)
     assert sender.send_dataframe(rows.limit(0)) == 0
     assert inbox.latest_version(inbox.inbox_path) == version  # an empty send commits nothing
+
+
+def commit_info(store, version):
+    path = store.inbox_path[len("file:"):] if store.inbox_path.startswith("file:") \
+        else store.inbox_path
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as handle:
+        return next(json.loads(line)["commitInfo"] for line in handle if '"commitInfo"' in line)
+
+
+def test_send_3_send_messages_commits_through_delta_rs_with_no_spark_job_or_through_spark(
+        spark, client, queue, clock, monkeypatch):
+    """On a local namespace a list send is one delta-rs commit (issue 16's first piece): no
+    Spark job, its sequence numbers from that commit's version (SEND-3) as Spark readers
+    number them; SBDELTA_ENGINE=spark sends through Spark, and both kinds of commit are read
+    alike. A delta-rs commit lost to a concurrent one is retried as a conflict."""
+    from deltalake.exceptions import CommitFailedError
+
+    from sbdelta._store.delta import is_conflict
+
+    name = queue(enable_partitioning=True)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    store = client._entities.queue(name).store
+    later = clock.now() + timedelta(hours=1)
+    seqs, jobs = spark_jobs(spark, lambda: sender.schedule_messages(
+        [ServiceBusMessage(f"rs{i}", partition_key=f"k{i}") for i in range(3)], later))
+    assert jobs == []
+    rs_version = store.latest_version(store.inbox_path)
+    assert commit_info(store, rs_version)["engineInfo"].startswith("delta-rs")
+    monkeypatch.setenv("SBDELTA_ENGINE", "spark")
+    sender.send_messages(ServiceBusMessage("spark"))
+    assert commit_info(store, rs_version + 1)["engineInfo"].startswith("Apache-Spark")
+    clock.advance(timedelta(hours=2))
+    got = receive_all(receiver, 4)
+    assert sorted(str(m) for m in got) == ["rs0", "rs1", "rs2", "spark"]
+    assert sorted((m.sequence_number, str(m)) for m in got if str(m) != "spark") == sorted(
+        zip(seqs, ("rs0", "rs1", "rs2")))
+    receiver.complete_messages(got)
+    assert is_conflict(CommitFailedError("Transaction failed: a concurrent transaction added "
+                                         "new data"))
 
 
 # -- the literal source of a list receive -------------------------------------------------------

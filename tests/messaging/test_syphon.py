@@ -224,3 +224,17 @@ def test_jobs_syphon_drains_lists_and_names_what_is_missing(spark, paired, clock
     assert "1 message(s) moved" in capsys.readouterr().out
     with ServiceBusClient(primary, spark=spark, clock=clock) as home:
         assert [str(m) for m in home.get_queue_receiver("orders").receive_messages(5)] == ["x"]
+
+
+def test_a_syphon_refuses_its_primary_as_secondary_and_queue_lists_that_hold_no_names(
+        spark, paired, clock):
+    """Bad input is refused before anything is read or moved (issue 18's catalogue)."""
+    from sbdelta.exceptions import ConfigurationError, InvalidEntityNameError
+
+    primary, secondary, admin, backlog = paired
+    with pytest.raises(ConfigurationError, match="is the primary itself"):
+        Syphon(primary, primary + "/", spark=spark, clock=clock)
+    syphon = Syphon(primary, secondary, spark=spark, clock=clock)
+    with pytest.raises(InvalidEntityNameError, match="queues must be a name .*7 \\(int\\)"):
+        syphon.drain(queues=[backlog, 7])
+    assert syphon.drain(queues=backlog).backlog_queues == [backlog]  # one name as a str

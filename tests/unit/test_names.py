@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from sbdelta._names import entity_key, storage_key, validate_entity_name, validate_entity_path
+from sbdelta._names import (entity_key, entity_name_list, storage_key, validate_entity_name,
+                            validate_entity_path)
 from sbdelta.exceptions import InvalidEntityNameError
 
 
@@ -148,3 +149,19 @@ def test_storage_key_rejects_unsafe(path):
 def test_entity_key():
     assert entity_key("Contoso/Orders") == "contoso/orders"
     assert entity_key("orders") == entity_key("ORDERS")
+
+
+@pytest.mark.parametrize("names, listed", [
+    (None, []), ([], []), ("orders", ["orders"]), (("a", "t/Subscriptions/s"),
+                                                   ["a", "t/Subscriptions/s"])])
+def test_entity_name_lists_take_one_name_or_a_list(names, listed):
+    assert entity_name_list(names, what="entities") == listed
+
+
+@pytest.mark.parametrize("names, why", [
+    (5, "got int 5"), (b"orders", "got bytes"), ({"orders": 1}, "got dict"),
+    (["orders", 7], "7 \\(int\\) is not a name"), ([None], "None \\(NoneType\\)")])
+def test_entity_name_lists_refuse_what_is_not_a_name_saying_what_is_allowed(names, why):
+    with pytest.raises(InvalidEntityNameError,
+                       match=f"entities must be a name \\(str\\), or a list of names.*{why}"):
+        entity_name_list(names, what="entities")

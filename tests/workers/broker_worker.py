@@ -13,7 +13,7 @@ number.
     python -m tests.workers.broker_worker chaos <namespace> <queues> <log> <batch>
     python -m tests.workers.broker_worker maintain <namespace> <queues> <log>
         (runs the expiry sweep, the forwarding job and compaction in turn until <log>.stop
-        exists)
+        exists, logging each whole round; the stop file ends it between two steps)
 
 With ``SBDELTA_TEST_GO=<path>`` the worker starts its Spark session, logs ``ready`` and waits
 for that file before doing anything else: a test can start its processes (and pay for their
@@ -82,9 +82,18 @@ def main(argv):
 
             rounds = 0
             entities = [q[len("topic:"):] if q.startswith("topic:") else q for q in queues]
-            while not os.path.exists(log_path + ".stop"):
+            def stopped():
+                return os.path.exists(log_path + ".stop")
+
+            # The stop file is looked at between the steps too: a round takes minutes on a
+            # loaded machine, and the test need not wait for one it no longer looks at.
+            while not stopped():
                 expired = expire_messages(namespace, entities=entities)
+                if stopped():
+                    break
                 forwarded = forward_messages(namespace, entities=entities)
+                if stopped():
+                    break
                 compacted = compact(namespace, entities=entities)
                 rounds += 1
                 _log(log, event="maintained", round=rounds, expired=expired.totals(),
