@@ -15,6 +15,18 @@ from .measure import KB, LOCK, PeakRss, Row, Sizes, Timer, body_bytes, body_sql,
 DELTA_APPEND = "raw Delta append"
 
 
+def _delta_rs_appender(path: str, body: bytes) -> Callable[[], None]:
+    """A one-row append to a new delta-rs table at ``path`` (the raw operation a local
+    ``send_messages`` wraps, issue 16)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    row = pa.table({"message_id": ["lat"], "body": pa.array([body], pa.binary())})
+    write_deltalake(path, row)
+    table = DeltaTable(path)
+    return lambda: write_deltalake(table, row, mode="append")
+
+
 class Bench:
     def __init__(self, spark, work: Path, sizes: Sizes, rabbit, echo: Callable) -> None:
         from sbdelta import ServiceBusClient
@@ -296,6 +308,9 @@ class Bench:
         body = body_bytes(0, KB)
         ops: Dict[str, List[float]] = {"send": [], "receive": [], "complete": [], "total": []}
         base: List[float] = []
+        rs_base: List[float] = []
+        rs_raw = self.raw_path("latency-rs")  # issue 16's baseline: a one-row delta-rs append
+        rs_append = _delta_rs_appender(rs_raw, body)
 
         def cycle(record: bool) -> None:
             with Timer() as t1:
@@ -310,12 +325,15 @@ class Bench:
                 (self.spark.createDataFrame([("lat", bytearray(body))],
                                             "message_id STRING, body BINARY")
                  .write.format("delta").mode("append").save(raw))
+            with Timer() as t5:
+                rs_append()
             if record:
                 ops["send"].append(t1.seconds)
                 ops["receive"].append(t2.seconds)
                 ops["complete"].append(t3.seconds)
                 ops["total"].append(t1.seconds + t2.seconds + t3.seconds)
                 base.append(t4.seconds)
+                rs_base.append(t5.seconds)
 
         cycle(False)  # warm the session, the caches and both tables
         for _ in range(s.latency_reps):
@@ -329,9 +347,13 @@ class Bench:
                                 f"one-row {DELTA_APPEND} ({stat})",
                                 samples={"sbdelta_seconds": ops[op], "baseline_seconds": base},
                                 params={"repetitions": s.latency_reps, "body_bytes": KB}))
-        self.echo(f"  latency: send {median(ops['send']):.2f} s, receive "
+        rows.append(Row("latency", "send_messages(1) median (local: delta-rs)", "s", False,
+                        median(ops["send"]), median(rs_base), "one-row delta-rs append (median)",
+                        samples={"sbdelta_seconds": ops["send"], "baseline_seconds": rs_base},
+                        params={"repetitions": s.latency_reps, "body_bytes": KB}))
+        self.echo(f"  latency: send {median(ops['send']):.3f} s, receive "
                   f"{median(ops['receive']):.2f} s, complete {median(ops['complete']):.2f} s, "
-                  f"one-row append {median(base):.2f} s")
+                  f"one-row append {median(base):.2f} s, delta-rs {median(rs_base):.3f} s")
         return rows
 
     # -- 6 + 8. end-to-end drain and memory -------------------------------------------------------

@@ -14,11 +14,10 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, Optional, Tuple
 
-from . import deltalog
+from . import deltalog, rs
 from .delta import find_commit, latest_snapshot, remove_files_quietly
 from .layout import (FRONTIER, OPERATION_BOUND, case_by_pid, frontier_at, kept_frontier_sql,
-                     pid_list, seq_sql,
-                     start_version)
+                     pid_list, seq_sql, sequence_number, start_version)
 
 
 def append(store, df) -> Optional[Tuple[int, int]]:
@@ -71,12 +70,17 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
         df = inbox_range(store, pids, frontiers, lo, hi)
-        if getattr(store.admit, "evaluates_messages", False):
+        counts = None
+        if store.admit is None:  # a queue's rows: counted by delta-rs on a local table
+            counts = rs.inbox_counts(store.inbox_path, {p: frontiers.get(p, -1) for p in pids},
+                                     lo, hi, sequence_number)
+        elif getattr(store.admit, "evaluates_messages", False):
             # A subscription's rules that read messages run once here, not again in each job
             # of the receive (true/false filters only compare a timestamp: no job needed).
             df = df.localCheckpoint(eager=True)
-        counts = {r.pid: r.n for r in df.groupBy("pid").count()
-                  .withColumnRenamed("count", "n").collect()}
+        if counts is None:
+            counts = {r.pid: r.n for r in df.groupBy("pid").count()
+                      .withColumnRenamed("count", "n").collect()}
         if sum(counts.values()) >= need or hi >= latest or window >= 4096:
             return df, hi, counts
         window *= 8

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Optional, Tuple
 
 from .delta import sql_literal
@@ -75,18 +75,28 @@ def lock_held_sql(now: datetime, token: str = "s._token", target: str = "t.") ->
     return f"{target}lock_token = {token} AND {target}locked_until > {sql_literal(now)}"
 
 
+#: Before any broker time (messages are enqueued at real or test-clock times after it).
+_NO_MESSAGE_BEFORE = datetime(1900, 1, 1, tzinfo=timezone.utc)
+
+
 def expired_sql(policy: Policy, now: datetime, *, dead_letter: bool, prefix: str = "") -> str:
-    """TTL-4/7: the row's message has expired (the entity default applies when it has none)."""
+    """TTL-4/7: the row's message has expired (the entity default applies when it has none).
+
+    Written in the SQL both engines read (Spark and delta-rs's DataFusion: comparisons with
+    timestamp literals only): ``enqueued_time + default <= now`` is asked as
+    ``enqueued_time <= now - default``, computed here, so no interval arithmetic (which
+    overflows in DataFusion for TTLs near TimeSpan.MaxValue) is needed."""
     if dead_letter:
         return "FALSE"  # TTL-8
     stored = f"{prefix}expires_at"
     if policy.default_ttl is None:
-        exp = stored
-    else:
-        micros = int(policy.default_ttl / timedelta(microseconds=1))
-        exp = (f"coalesce({stored}, timestamp_micros(unix_micros({prefix}enqueued_time) "
-               f"+ {micros}))")
-    return f"coalesce({exp} <= {sql_literal(now)}, FALSE)"
+        return f"coalesce({stored} <= {sql_literal(now)}, FALSE)"
+    if now - _NO_MESSAGE_BEFORE > policy.default_ttl:
+        born_before = f"{prefix}enqueued_time <= {sql_literal(now - policy.default_ttl)}"
+    else:  # no message is older than the default (TimeSpan.MaxValue, say): none expired by it
+        born_before = "FALSE"
+    return (f"coalesce(CASE WHEN {stored} IS NULL THEN {born_before} "
+            f"ELSE {stored} <= {sql_literal(now)} END, FALSE)")
 
 
 def over_limit_sql(policy: Policy, *, dead_letter: bool = False) -> str:

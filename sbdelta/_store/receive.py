@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import MessageNotFoundError
 
-from . import sessions
+from . import rs, sessions
 from .apply import (SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops,
                     source_relation, to_source)
 from .delta import LITERAL_ROWS, merge, retry, sql_literal
@@ -34,11 +34,21 @@ from .schema import ddl
 from .sessions import SessionHold
 
 
-def _stats(store, policy: Policy, now: datetime, only: Optional[str] = None):
+def partition_stats(store, policy: Policy, now: datetime, only: Optional[str] = None):
+    """Per partition: frontier (and its row's revision), claimable messages, messages needing
+    action, cancellation tombstones. On a local table delta-rs answers (milliseconds, no
+    Spark job); the answer only chooses what to plan: the plan reads the table again and its
+    MERGE is guarded by the frontier revisions read here, so an answer that is stale by the
+    time of the commit makes the receive retry, whichever engine gave it."""
     from pyspark.sql import functions as F
 
     claimable, action, _ = conditions(policy, now, dead_letter=store.dead_letter)
-    if only is not None:  # a session receive counts its session's messages only
+    if only is None:
+        fast = rs.partition_stats(store.messages_path, claimable, action, FRONTIER, MSG,
+                                  CANCELLED)
+        if fast is not None:
+            return fast
+    else:  # a session receive counts its session's messages only
         claimable = f"({claimable}) AND {only}"
     rows = (store.messages().groupBy("pid").agg(
         F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"),
@@ -78,7 +88,7 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     if session is not None:
         guard = sessions.guard_row(sessions.check_held(store, session, now, "receive"))
         only = f"session_id = {sql_literal(session.session_id)}"
-    stats = _stats(store, policy, now, only)
+    stats = partition_stats(store, policy, now, only)
     frontiers = {p: (stats[p].frontier if p in stats and stats[p].frontier is not None
                      else -1) for p in range(store.partitions)}
     claimable = {p: (stats[p].claimable if p in stats else 0) for p in range(store.partitions)}

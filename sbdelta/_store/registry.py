@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple
 
 from .._clock import from_spark
@@ -73,6 +73,17 @@ class Registry:
         if fast is not None:
             return fast
         return [r.asDict() for r in self.spark.read.format("delta").load(self.path).collect()]
+
+    def lifetime(self) -> Tuple[Optional[datetime], Optional[datetime]]:
+        """(created, last modified) of the registry table, aware UTC: when the namespace got
+        its first entity and when an entity last changed; (None, None) before the first. Read
+        from the table's metadata (``DESCRIBE DETAIL``), which log cleanup does not remove."""
+        if not self.exists():
+            return None, None
+        row = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").selectExpr(
+            "unix_micros(createdAt) AS created", "unix_micros(lastModified) AS modified").first()
+        return tuple(None if us is None else datetime.fromtimestamp(us / 1e6, tz=timezone.utc)
+                     for us in (row["created"], row["modified"]))
 
     def get(self, key: str) -> Optional[RegistryRow]:
         rows = self._read(lambda r: r["key"] == key)

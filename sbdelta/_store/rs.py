@@ -22,7 +22,7 @@ import math
 import os
 import uuid
 from collections import Counter
-from typing import List, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from .delta import local_path
 
@@ -47,6 +47,68 @@ def rows(path: str) -> Optional[List[dict]]:
         return None if table is None else table.to_pyarrow_table().to_pylist()
     except Exception as exc:  # noqa: BLE001 - Spark reads it instead
         log.debug("delta-rs read of %s failed: %s", path, exc)
+        return None
+
+
+class PartitionStats(NamedTuple):
+    """One partition's line of a receive's statistics (:func:`partition_stats`)."""
+
+    pid: int
+    frontier: Optional[int]
+    frontier_rev: Optional[int]
+    claimable: int
+    actions: int
+    tombstones: int
+
+
+def partition_stats(path: str, claimable: str, action: str, frontier_kind: str,
+                    msg_kind: str, cancelled: str) -> Optional[Dict[int, PartitionStats]]:
+    """Per partition of a local messages table: its frontier and the frontier row's revision,
+    how many rows ``claimable`` and ``action`` (SQL both engines read, :mod:`.locks`) hold
+    for, and how many cancellation tombstones it has. None when delta-rs cannot answer."""
+    try:
+        table = _table(path)
+        if table is None:
+            return None
+        import pyarrow as pa
+        from deltalake import QueryBuilder
+
+        sql = (f"SELECT pid, max(CASE WHEN kind = '{frontier_kind}' THEN seq END) AS frontier, "
+               f"max(CASE WHEN kind = '{frontier_kind}' THEN rev END) AS frontier_rev, "
+               f"sum(CASE WHEN {claimable} THEN 1 ELSE 0 END) AS claimable, "
+               f"sum(CASE WHEN {action} THEN 1 ELSE 0 END) AS actions, "
+               f"sum(CASE WHEN kind = '{msg_kind}' AND state = '{cancelled}' THEN 1 ELSE 0 END)"
+               " AS tombstones FROM m GROUP BY pid")
+        found = pa.table(QueryBuilder().register("m", table).execute(sql).read_all())
+        return {r["pid"]: PartitionStats(**r) for r in found.to_pylist()}
+    except Exception as exc:  # noqa: BLE001 - Spark counts instead
+        log.debug("delta-rs statistics of %s failed: %s", path, exc)
+        return None
+
+
+def inbox_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
+                 seq_of: Callable[[int, int, int], int]) -> Optional[Dict[int, int]]:
+    """Rows per partition of ``frontiers`` that the local inbox's versions ``lo``..``hi``
+    inserted past the partition's frontier (numbered by ``seq_of(pid, version, idx)``, SEND-3).
+    None when delta-rs cannot answer."""
+    try:
+        table = _table(path)
+        if table is None:
+            return None
+        import pyarrow as pa
+
+        changes = pa.table(table.load_cdf(starting_version=lo, ending_version=hi,
+                                          columns=["pid", "idx", "_change_type",
+                                                   "_commit_version"]).read_all())
+        counts: Dict[int, int] = {}
+        for row in changes.to_pylist():
+            pid = row["pid"]
+            if (row["_change_type"] == "insert" and pid in frontiers
+                    and seq_of(pid, row["_commit_version"], row["idx"]) > frontiers[pid]):
+                counts[pid] = counts.get(pid, 0) + 1
+        return counts
+    except Exception as exc:  # noqa: BLE001 - Spark counts instead
+        log.debug("delta-rs change feed of %s failed: %s", path, exc)
         return None
 
 
@@ -104,7 +166,8 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
         deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
     """
     import pyarrow as pa
-    from deltalake import CommitProperties, DeltaTable, write_deltalake
+    from deltalake import (CommitProperties, DeltaTable, PostCommitHookProperties,
+                           write_deltalake)
 
     local = local_path(path)
     table = DeltaTable(local)
@@ -112,8 +175,12 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],
                                 schema=pa.schema(table.schema().to_arrow()))
     token = f"sbdelta:{uuid.uuid4().hex}"
+    # Checkpoints at the table's interval, as Spark writers do; never a log cleanup (the inbox
+    # keeps every commit a frontier has not passed: compaction trims it, inbox.trim_log).
     write_deltalake(table, data, mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": token}))
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": token}),
+                    post_commithook_properties=PostCommitHookProperties(
+                        create_checkpoint=True, cleanup_expired_logs=False))
     return _version_of(local, token, before)
 
 

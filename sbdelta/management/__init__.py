@@ -3,6 +3,7 @@
 from ._apply import ApplyReport
 from ._client import (QueueRuntimeProperties, ServiceBusAdministrationClient,
                       SubscriptionRuntimeProperties, TopicRuntimeProperties)
+from ._namespace_properties import ApiVersion, MessagingSku, NamespaceProperties, NamespaceType
 from .._properties import (CorrelationRuleFilter, EntityStatus, FalseRuleFilter, QueueProperties,
                           RuleProperties, SqlRuleAction, SqlRuleFilter, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter)
@@ -14,6 +15,11 @@ __all__ = [
     "QueueRuntimeProperties",
     "TopicRuntimeProperties",
     "SubscriptionRuntimeProperties",
+    # the namespace
+    "NamespaceProperties",
+    "MessagingSku",
+    "NamespaceType",
+    "ApiVersion",
     # entity properties
     "QueueProperties",
     "TopicProperties",

@@ -19,6 +19,8 @@ from .._entity import PARTITION_COUNT, EntityResolver
 from .._subscription import RULE_HISTORY, RuleWindow
 from ..rules import validate_rule
 from ._forwarding import FORWARD_PROPERTIES, check_forwarding
+from ._namespace_properties import (MessagingSku, NamespaceProperties, NamespaceType,
+                                    namespace_name)
 from ..exceptions import (InvalidPropertyError, MessagingEntityAlreadyExistsError,
                           MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from .._properties import (QueueProperties, RuleProperties, SubscriptionProperties,
@@ -163,6 +165,16 @@ class ServiceBusAdministrationClient:
 
     def close(self) -> None:
         """Release nothing: the Spark session belongs to the caller or to the process."""
+
+    def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:
+        """The namespace's name, creation and last-change times and tier (see
+        :class:`NamespaceProperties` for what each means here). Keyword arguments are the
+        SDK's per-call options (accepted, no effect)."""
+        created, modified = self._ns.registry.lifetime()
+        return NamespaceProperties(
+            name=namespace_name(self._ns.root), alias=None, created_at_utc=created,
+            modified_at_utc=modified, messaging_sku=MessagingSku.PREMIUM, messaging_units=None,
+            namespace_type=NamespaceType.MESSAGING)
 
     # -- queues -------------------------------------------------------------------------------
     def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:

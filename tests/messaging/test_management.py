@@ -224,3 +224,30 @@ def test_fwd_1_fwd_3_forwarding_targets_are_checked_when_set(admin):
         admin.apply_config(NamespaceConfig("ns", queues=(
             QueueProperties("third", forward_to="missing"),), topics=()))
     assert "third" not in [q.name for q in admin.list_queues()]
+
+
+def test_get_namespace_properties_says_its_name_when_entities_changed_and_its_tier(
+        spark, tmp_path):
+    """The SDK's NamespaceProperties: name from the location, created when the first entity
+    was, modified when an entity last changed (storage times, not the broker clock), the
+    Premium feature set; ``api_version`` (str or ApiVersion) is accepted and changes nothing."""
+    from datetime import datetime, timezone
+
+    from sbdelta.management import ApiVersion, MessagingSku, NamespaceType
+
+    admin = ServiceBusAdministrationClient(str(tmp_path / "contoso"), spark=spark,
+                                           api_version=ApiVersion.V2017_04)
+    empty = admin.get_namespace_properties()
+    assert (empty.name, empty.alias, empty.created_at_utc, empty.modified_at_utc) == (
+        "contoso", None, None, None)
+    started = datetime.now(timezone.utc).replace(microsecond=0)
+    admin.create_queue("orders")
+    first = admin.get_namespace_properties()
+    admin.create_topic("events")
+    second = ServiceBusAdministrationClient(
+        str(tmp_path / "contoso"), spark=spark, api_version="2021-05").get_namespace_properties()
+    assert started <= first.created_at_utc <= first.modified_at_utc < second.modified_at_utc
+    assert second.created_at_utc == first.created_at_utc
+    assert second.created_at_utc.tzinfo is not None
+    assert (second.name, second.messaging_sku, second.namespace_type, second.messaging_units) \
+        == ("contoso", MessagingSku.PREMIUM, NamespaceType.MESSAGING, None)

@@ -117,3 +117,15 @@ def test_one_slow_try_does_not_use_up_the_retry_budget():
         with pytest.raises(CommitConflictError, match="after 3 attempts"):
             retry(slow_conflict, what="an operation")
     assert len(tries) == 3
+
+
+def test_management_enums_match_the_sdks_values_in_any_letter_case():
+    from sbdelta.management import ApiVersion, MessagingSku, NamespaceType
+    from sbdelta.management._namespace_properties import namespace_name
+
+    assert [v.value for v in ApiVersion] == ["2017-04", "2021-05"]
+    assert ApiVersion("V2021_05") is ApiVersion.V2021_05 is ApiVersion("2021-05")
+    assert MessagingSku("premium") is MessagingSku.PREMIUM
+    assert NamespaceType("notificationhub") is NamespaceType.NOTIFICATION_HUB
+    assert [namespace_name(r) for r in ("file:/data/ns", "abfss://c@a.dfs.core.windows.net/x/",
+                                        "s3://bucket")] == ["ns", "x", "bucket"]
