@@ -11,7 +11,8 @@ s. Both engines commit a local table's log entries with the same atomic create-i
 hard link; sbdelta's Spark log store does the same, :mod:`sbdelta._java`), so Spark and
 delta-rs writers in different processes do not overwrite each other's commits
 (``tests/multiprocess``: the stress test's sender appends through delta-rs while Spark
-receivers, sweeps and compactions commit). ``SBDELTA_ENGINE=spark`` sends through Spark only.
+receivers, sweeps and compactions commit). ``SBDELTA_ENGINE=spark`` turns every function here
+off: Spark reads and writes everything.
 """
 
 from __future__ import annotations
@@ -29,9 +30,14 @@ from .delta import local_path
 log = logging.getLogger("sbdelta")
 
 
+def spark_only() -> bool:
+    """``SBDELTA_ENGINE=spark``: every read and write goes through Spark."""
+    return os.environ.get("SBDELTA_ENGINE", "auto").strip().lower() == "spark"
+
+
 def _table(path: str):
     local = local_path(path)
-    if local is None:
+    if local is None or spark_only():
         return None
     try:
         from deltalake import DeltaTable
@@ -146,9 +152,7 @@ def most_files_in_a_partition(path: str) -> Optional[int]:
 def writes_locally(path: str) -> bool:
     """Whether :func:`append` commits to ``path`` itself: a local table, ``deltalake``
     importable, and ``SBDELTA_ENGINE`` not ``spark``."""
-    if os.environ.get("SBDELTA_ENGINE", "auto").strip().lower() == "spark":
-        return False
-    if local_path(path) is None:
+    if spark_only() or local_path(path) is None:
         return False
     try:
         import deltalake
