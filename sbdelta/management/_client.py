@@ -166,10 +166,9 @@ class ServiceBusAdministrationClient:
     def close(self) -> None:
         """Release nothing: the Spark session belongs to the caller or to the process."""
 
-    def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:
+    def get_namespace_properties(self) -> NamespaceProperties:
         """The namespace's name, creation and last-change times and tier (see
-        :class:`NamespaceProperties` for what each means here). Keyword arguments are the
-        SDK's per-call options (accepted, no effect)."""
+        :class:`NamespaceProperties` for what each means here)."""
         created, modified = self._ns.registry.lifetime()
         return NamespaceProperties(
             name=namespace_name(self._ns.root), alias=None, created_at_utc=created,
