@@ -21,9 +21,9 @@ _KW = sys.version_info >= (3, 10)
 if _KW:
     from dataclasses import KW_ONLY
 
-__all__ = ["EntityStatus", "TrueRuleFilter", "FalseRuleFilter", "SqlRuleFilter",
-           "CorrelationRuleFilter", "SqlRuleAction", "QueueProperties", "TopicProperties",
-           "SubscriptionProperties", "RuleProperties", "check_update"]
+__all__ = ["CaseInsensitiveEnum", "EntityStatus", "TrueRuleFilter", "FalseRuleFilter",
+           "SqlRuleFilter", "CorrelationRuleFilter", "SqlRuleAction", "QueueProperties",
+           "TopicProperties", "SubscriptionProperties", "RuleProperties", "check_update"]
 
 Scalar = Union[str, int, float, bool]
 Validator = Callable[[str, Any], Any]
@@ -32,18 +32,23 @@ MAX_USER_METADATA = 1024
 INT32_MAX = 2**31 - 1
 
 
-class EntityStatus(str, Enum):
+class CaseInsensitiveEnum(str, Enum):
+    """A str enum whose members are also found by value or name in any letter case (as the
+    SDK's ``CaseInsensitiveEnumMeta`` enums)."""
+
+    @classmethod
+    def _missing_(cls, value: object):
+        wanted = value.strip().lower() if isinstance(value, str) else None
+        return next((m for m in cls if wanted in (m.value.lower(), m.name.lower())), None)
+
+
+class EntityStatus(CaseInsensitiveEnum):
     """Whether an entity accepts sends and receives; strings match case-insensitively."""
 
     ACTIVE = "Active"
     DISABLED = "Disabled"
     SEND_DISABLED = "SendDisabled"
     RECEIVE_DISABLED = "ReceiveDisabled"
-
-    @classmethod
-    def _missing_(cls, value: object) -> Optional["EntityStatus"]:
-        wanted = value.strip().lower() if isinstance(value, str) else None
-        return next((m for m in cls if wanted in (m.value.lower(), m.name.lower())), None)
 
 
 # Field validators: one per kind of field, shared by all classes. Each returns the normal form.

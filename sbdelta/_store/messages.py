@@ -22,7 +22,8 @@ from .delta import (GuardTripped, create_table, delta_log, latest_version, retry
                     sql_literal)
 from .deltalog import add_missing_columns, require_portable
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES,
-                     MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid, key_partition)
+                     MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid,
+                     key_partition)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import ddl, tblproperties

@@ -17,6 +17,7 @@ off: Spark reads and writes everything.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
@@ -35,14 +36,23 @@ def spark_only() -> bool:
     return os.environ.get("SBDELTA_ENGINE", "auto").strip().lower() == "spark"
 
 
-def _table(path: str):
+def _local(path: str) -> Optional[str]:
+    """The local path of ``path`` when delta-rs may work on it: a local table, ``deltalake``
+    importable, and ``SBDELTA_ENGINE`` not ``spark``; else None."""
     local = local_path(path)
     if local is None or spark_only():
         return None
-    try:
-        from deltalake import DeltaTable
-    except ImportError:  # Python < 3.10: the package is not installed
+    if importlib.util.find_spec("deltalake") is None:  # Python < 3.10: not installed
         return None
+    return local
+
+
+def _table(path: str):
+    local = _local(path)
+    if local is None:
+        return None
+    from deltalake import DeltaTable
+
     return DeltaTable(local)
 
 
@@ -152,13 +162,7 @@ def most_files_in_a_partition(path: str) -> Optional[int]:
 def writes_locally(path: str) -> bool:
     """Whether :func:`append` commits to ``path`` itself: a local table, ``deltalake``
     importable, and ``SBDELTA_ENGINE`` not ``spark``."""
-    if spark_only() or local_path(path) is None:
-        return False
-    try:
-        import deltalake
-    except ImportError:  # Python < 3.10: the package is not installed
-        return False
-    return deltalake is not None
+    return _local(path) is not None
 
 
 def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
@@ -173,7 +177,7 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     from deltalake import (CommitProperties, DeltaTable, PostCommitHookProperties,
                            write_deltalake)
 
-    local = local_path(path)
+    local = _local(path)
     table = DeltaTable(local)
     before = table.version()
     data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],

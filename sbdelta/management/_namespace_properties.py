@@ -5,21 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from typing import Optional
+
+from .._properties import CaseInsensitiveEnum
 
 __all__ = ["ApiVersion", "MessagingSku", "NamespaceType", "NamespaceProperties",
            "namespace_name"]
 
 
-class _CaseInsensitive(str, Enum):
-    @classmethod
-    def _missing_(cls, value: object):
-        wanted = value.strip().lower() if isinstance(value, str) else None
-        return next((m for m in cls if wanted in (m.value.lower(), m.name.lower())), None)
-
-
-class ApiVersion(_CaseInsensitive):
+class ApiVersion(CaseInsensitiveEnum):
     """The SDK's management API versions. sbdelta has one behaviour: ``api_version`` is
     accepted by both clients and changes nothing."""
 
@@ -27,13 +21,13 @@ class ApiVersion(_CaseInsensitive):
     V2021_05 = "2021-05"
 
 
-class MessagingSku(_CaseInsensitive):
+class MessagingSku(CaseInsensitiveEnum):
     BASIC = "Basic"
     STANDARD = "Standard"
     PREMIUM = "Premium"
 
 
-class NamespaceType(_CaseInsensitive):
+class NamespaceType(CaseInsensitiveEnum):
     MESSAGING = "Messaging"
     NOTIFICATION_HUB = "NotificationHub"
     MIXED = "Mixed"
