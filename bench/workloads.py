@@ -27,6 +27,24 @@ def _delta_rs_appender(path: str, body: bytes) -> Callable[[], None]:
     return lambda: write_deltalake(table, row, mode="append")
 
 
+def _delta_rs_deleter(path: str, body: bytes) -> Callable[[], Callable[[], None]]:
+    """Per call: append one row with a new id to a delta-rs table at ``path`` and return the
+    one-row delta-rs DELETE of it (the raw operation a local ``complete_message`` wraps)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    ids = itertools.count()
+
+    def prepare() -> Callable[[], None]:
+        key = f"lat{next(ids)}"
+        write_deltalake(path, pa.table({"message_id": [key],
+                                        "body": pa.array([body], pa.binary())}), mode="append")
+        table = DeltaTable(path)
+        return lambda: table.delete(f"message_id = '{key}'")
+
+    return prepare
+
+
 class Bench:
     def __init__(self, spark, work: Path, sizes: Sizes, rabbit, echo: Callable) -> None:
         from sbdelta import ServiceBusClient
@@ -311,6 +329,8 @@ class Bench:
         rs_base: List[float] = []
         rs_raw = self.raw_path("latency-rs")  # issue 16's baseline: a one-row delta-rs append
         rs_append = _delta_rs_appender(rs_raw, body)
+        rs_deletes = _delta_rs_deleter(self.raw_path("latency-rs-delete"), body)
+        rs_delete_base: List[float] = []
 
         def cycle(record: bool) -> None:
             with Timer() as t1:
@@ -327,6 +347,9 @@ class Bench:
                  .write.format("delta").mode("append").save(raw))
             with Timer() as t5:
                 rs_append()
+            rs_delete = rs_deletes()
+            with Timer() as t6:
+                rs_delete()
             if record:
                 ops["send"].append(t1.seconds)
                 ops["receive"].append(t2.seconds)
@@ -334,6 +357,7 @@ class Bench:
                 ops["total"].append(t1.seconds + t2.seconds + t3.seconds)
                 base.append(t4.seconds)
                 rs_base.append(t5.seconds)
+                rs_delete_base.append(t6.seconds)
 
         cycle(False)  # warm the session, the caches and both tables
         for _ in range(s.latency_reps):
@@ -351,9 +375,16 @@ class Bench:
                         median(ops["send"]), median(rs_base), "one-row delta-rs append (median)",
                         samples={"sbdelta_seconds": ops["send"], "baseline_seconds": rs_base},
                         params={"repetitions": s.latency_reps, "body_bytes": KB}))
+        rows.append(Row("latency", "complete_message median (local: delta-rs)", "s", False,
+                        median(ops["complete"]), median(rs_delete_base),
+                        "one-row delta-rs DELETE (median)",
+                        samples={"sbdelta_seconds": ops["complete"],
+                                 "baseline_seconds": rs_delete_base},
+                        params={"repetitions": s.latency_reps, "body_bytes": KB}))
         self.echo(f"  latency: send {median(ops['send']):.3f} s, receive "
-                  f"{median(ops['receive']):.2f} s, complete {median(ops['complete']):.2f} s, "
-                  f"one-row append {median(base):.2f} s, delta-rs {median(rs_base):.3f} s")
+                  f"{median(ops['receive']):.2f} s, complete {median(ops['complete']):.3f} s, "
+                  f"one-row append {median(base):.2f} s, delta-rs {median(rs_base):.3f} s, "
+                  f"delta-rs DELETE {median(rs_delete_base):.3f} s")
         return rows
 
     # -- 6 + 8. end-to-end drain and memory -------------------------------------------------------

@@ -27,10 +27,12 @@ cancel_all      as cancel, but any other row is left alone: a topic's cancel in 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, List
+from typing import Iterable, List, Optional, Tuple
 
-from .delta import merge, sql_literal, values_relation
+from . import rs
+from .delta import merge, run_guarded, sql_literal, values_relation
 from .layout import (COLUMN_NAMES, COMPLETED, CONTROL_COLUMNS, DEADLETTERING, MAX_DELIVERY_REASON,
                      MESSAGES_COLUMNS, SCHEDULED, pid_list)
 from .locks import lock_held_sql
@@ -54,44 +56,98 @@ def max_delivery_description(count_sql: str) -> str:
     return f"concat('Message could not be consumed after ', {count_sql}, ' delivery attempts.')"
 
 
-def apply_clauses(pids: Iterable[int], now: datetime, tombstones: bool = False) -> str:
-    """The MERGE clauses (``tombstones``: this is a dead-letter table)."""
-    remove = (f"UPDATE SET state = '{COMPLETED}', lock_token = NULL, locked_until = NULL, "
-              f"body = NULL, rev = t.rev + 1") if tombstones else "DELETE"
+@dataclass(frozen=True)
+class Clause:
+    """One WHEN clause of a MERGE: on a matched or an unmatched source row, under ``condition``
+    (SQL over ``s.`` and ``t.``; None: always), ``action`` ``delete``, ``update`` or ``insert``
+    with ``assignments`` ((column, SQL) pairs), or ``guard``: abort with the row's ``_guard``.
+    """
+
+    matched: bool
+    action: str
+    condition: Optional[str] = None
+    assignments: Tuple[Tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """A MERGE written once (the ON condition and the clauses in order, first match wins) and
+    rendered for each engine: :meth:`spark_clauses` for Spark SQL, :mod:`.rs` for delta-rs."""
+
+    on: str
+    clauses: Tuple[Clause, ...]
+
+    def spark_clauses(self) -> str:
+        """The text after ``USING source AS s`` of a Spark ``MERGE INTO``: guards abort with
+        ``raise_error``."""
+        raise_guard = "CAST(raise_error(concat('SBDELTA_GUARD:', s._guard)) AS STRING)"
+        lines = [f"ON {self.on}"]
+        for c in self.clauses:
+            when = ("WHEN MATCHED" if c.matched else "WHEN NOT MATCHED") + (
+                f" AND {c.condition}" if c.condition else "")
+            if c.action == "guard":
+                then = ("UPDATE SET k = " if c.matched else "INSERT (k) VALUES (") + raise_guard \
+                    + ("" if c.matched else ")")
+            elif c.action == "delete":
+                then = "DELETE"
+            elif c.action == "update":
+                then = "UPDATE SET " + ", ".join(f"{n} = {e}" for n, e in c.assignments)
+            else:
+                then = (f"INSERT ({', '.join(n for n, _ in c.assignments)}) "
+                        f"VALUES ({', '.join(e for _, e in c.assignments)})")
+            lines.append(f"{when} THEN {then}")
+        return "\n".join(lines)
+
+
+def apply_merge(pids: Iterable[int], now: datetime, tombstones: bool = False) -> MergeSpec:
+    """The apply MERGE (``tombstones``: this is a dead-letter table)."""
+    if tombstones:
+        remove = Clause(True, "update", assignments=(
+            ("state", f"'{COMPLETED}'"), ("lock_token", "NULL"),
+            ("locked_until", "NULL"), ("body", "NULL"),
+            ("rev", "t.rev + 1")))
+    else:
+        remove = Clause(True, "delete")
     now_sql = sql_literal(now)
     lock_ok = lock_held_sql(now)
-    update_all = ", ".join(f"{c} = s.{c}" for c, _ in CONTROL_COLUMNS)
     over_max = "(s._abandon AND t.delivery_count >= s._max_dc)"
-    insert_cols = ", ".join(COLUMN_NAMES)
-    insert_vals = ", ".join(f"s.{c}" for c in COLUMN_NAMES)
-    raise_guard = "CAST(raise_error(concat('SBDELTA_GUARD:', s._guard)) AS STRING)"
-    return f"""
-    ON t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k
-    WHEN MATCHED AND s._op = 'delete' AND t.rev = s._rev THEN {remove}
-    WHEN MATCHED AND s._op = 'purge' AND t.rev = s._rev THEN DELETE
-    WHEN MATCHED AND s._op = 'update' AND t.rev = s._rev THEN
-      UPDATE SET {update_all}, application_properties = s.application_properties,
-                 rev = t.rev + 1
-    WHEN MATCHED AND s._op = 'settle_delete' AND {lock_ok} THEN {remove}
-    WHEN MATCHED AND s._op = 'settle_update' AND {lock_ok} THEN UPDATE SET
-      state = CASE WHEN {over_max} THEN '{DEADLETTERING}' ELSE coalesce(s.state, t.state) END,
-      dead_letter_reason = CASE WHEN {over_max} THEN '{MAX_DELIVERY_REASON}'
-                                ELSE coalesce(s.dead_letter_reason, t.dead_letter_reason) END,
-      dead_letter_error_description = CASE WHEN {over_max}
-          THEN {max_delivery_description('t.delivery_count')}
-          ELSE coalesce(s.dead_letter_error_description, t.dead_letter_error_description) END,
-      lock_token = CASE WHEN s._keep_lock THEN t.lock_token END,
-      locked_until = CASE WHEN s._keep_lock THEN s.locked_until END,
-      application_properties = coalesce(s.application_properties, t.application_properties),
-      rev = t.rev + 1
-    WHEN MATCHED AND s._op IN ('cancel', 'cancel_all') AND t.state = '{SCHEDULED}'
-      AND t.visible_at > {now_sql} THEN DELETE
-    WHEN MATCHED AND s._op = 'cancel_all' THEN UPDATE SET rev = t.rev
-    WHEN MATCHED THEN UPDATE SET k = {raise_guard}
-    WHEN NOT MATCHED AND s._op IN ('insert', 'cancel', 'cancel_all') THEN INSERT ({insert_cols})
-      VALUES ({insert_vals})
-    WHEN NOT MATCHED THEN INSERT (k) VALUES ({raise_guard})
-    """
+    settle_update = (
+        ("state", f"CASE WHEN {over_max} THEN '{DEADLETTERING}' "
+                  "ELSE coalesce(s.state, t.state) END"),
+        ("dead_letter_reason", f"CASE WHEN {over_max} THEN '{MAX_DELIVERY_REASON}' "
+                               "ELSE coalesce(s.dead_letter_reason, t.dead_letter_reason) END"),
+        ("dead_letter_error_description",
+         f"CASE WHEN {over_max} THEN {max_delivery_description('t.delivery_count')} "
+         "ELSE coalesce(s.dead_letter_error_description, t.dead_letter_error_description) END"),
+        ("lock_token", "CASE WHEN s._keep_lock THEN t.lock_token END"),
+        ("locked_until", "CASE WHEN s._keep_lock THEN s.locked_until END"),
+        ("application_properties", "coalesce(s.application_properties, "
+                                   "t.application_properties)"),
+        ("rev", "t.rev + 1"))
+    clauses = (
+        Clause(True, remove.action, "s._op = 'delete' AND t.rev = s._rev", remove.assignments),
+        Clause(True, "delete", "s._op = 'purge' AND t.rev = s._rev"),
+        Clause(True, "update", "s._op = 'update' AND t.rev = s._rev",
+               tuple((c, f"s.{c}") for c, _ in CONTROL_COLUMNS)
+               + (("application_properties", "s.application_properties"),
+                  ("rev", "t.rev + 1"))),
+        Clause(True, remove.action, f"s._op = 'settle_delete' AND {lock_ok}",
+               remove.assignments),
+        Clause(True, "update", f"s._op = 'settle_update' AND {lock_ok}", settle_update),
+        Clause(True, "delete", f"s._op IN ('cancel', 'cancel_all') AND t.state = '{SCHEDULED}' "
+                               f"AND t.visible_at > {now_sql}"),
+        Clause(True, "update", "s._op = 'cancel_all'", (("rev", "t.rev"),)),
+        Clause(True, "guard"),
+        Clause(False, "insert", "s._op IN ('insert', 'cancel', 'cancel_all')",
+               tuple((c, f"s.{c}") for c in COLUMN_NAMES)),
+        Clause(False, "guard"),
+    )
+    return MergeSpec(f"t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k", clauses)
+
+
+def apply_clauses(pids: Iterable[int], now: datetime, tombstones: bool = False) -> str:
+    """The apply MERGE's clauses in Spark SQL (``tombstones``: this is a dead-letter table)."""
+    return apply_merge(pids, now, tombstones).spark_clauses()
 
 
 def to_source(df, *, out: bool = False):
@@ -130,7 +186,11 @@ def apply_df(store, df, pids: Iterable[int], now: datetime):
 
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
-    receive's collected plan)."""
+    receive's collected plan): through delta-rs on a local table, else Spark."""
+    if rs.writes_locally(store.messages_path):
+        spec = apply_merge(list(pids), now, store.dead_letter)
+        run_guarded(lambda: rs.merge(store.messages_path, spec, rows, SOURCE_COLUMNS))
+        return
     apply_df(store, source_relation(store.spark, rows), pids, now)
 
 

@@ -1,5 +1,6 @@
-"""delta-rs (``deltalake``) on local tables: answers that need no Spark job, and the inbox
-append of ``send_messages`` (the first piece of the delta-rs engine, issue 16).
+"""delta-rs (``deltalake``) on local tables: answers that need no Spark job, the inbox append
+of ``send_messages`` and the DELETE/UPDATE of a single settlement (the delta-rs engine, issue
+16).
 
 Spark answers the reads too, at the cost of a snapshot rebuild and a job or two each; on a
 local namespace delta-rs reads the same log in milliseconds. Every read returns None when it
@@ -7,7 +8,9 @@ cannot answer (a remote table, ``deltalake`` not installed on Python < 3.10, or 
 and the caller then asks Spark: the answers only decide whether Spark work is needed.
 
 :func:`append` commits a send's inbox rows in about 10 ms where a Spark append takes 0.3-1.5
-s. Both engines commit a local table's log entries with the same atomic create-if-absent (a
+s; :func:`delete` and :func:`update` settle one message in about 20 ms where Spark's DELETE
+or UPDATE takes 1-1.5 s. Conflicts are Delta's either way: a delta-rs DELETE whose file a
+Spark MERGE rewrote meanwhile fails with CommitFailedError (retried), and the other way round. Both engines commit a local table's log entries with the same atomic create-if-absent (a
 hard link; sbdelta's Spark log store does the same, :mod:`sbdelta._java`), so Spark and
 delta-rs writers in different processes do not overwrite each other's commits
 (``tests/multiprocess``: the stress test's sender appends through delta-rs while Spark
@@ -22,11 +25,14 @@ import json
 import logging
 import math
 import os
+import re
 import uuid
 from collections import Counter
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
+from datetime import datetime, timezone
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .delta import local_path
+from .datafusion import translate
+from .delta import GuardTripped, local_path, sql_literal
 
 log = logging.getLogger("sbdelta")
 
@@ -174,8 +180,7 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
         deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
     """
     import pyarrow as pa
-    from deltalake import (CommitProperties, DeltaTable, PostCommitHookProperties,
-                           write_deltalake)
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
 
     local = _local(path)
     table = DeltaTable(local)
@@ -183,13 +188,45 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],
                                 schema=pa.schema(table.schema().to_arrow()))
     token = f"sbdelta:{uuid.uuid4().hex}"
-    # Checkpoints at the table's interval, as Spark writers do; never a log cleanup (the inbox
-    # keeps every commit a frontier has not passed: compaction trims it, inbox.trim_log).
     write_deltalake(table, data, mode="append",
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": token}),
-                    post_commithook_properties=PostCommitHookProperties(
-                        create_checkpoint=True, cleanup_expired_logs=False))
+                    post_commithook_properties=_post_commit())
     return _version_of(local, token, before)
+
+
+def _post_commit():
+    """What every delta-rs commit of sbdelta does after it: a checkpoint at the table's
+    interval, as Spark writers make; never a log cleanup (the inbox keeps every commit a
+    frontier has not passed: compaction trims it, inbox.trim_log)."""
+    from deltalake import PostCommitHookProperties
+
+    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+
+
+def delete(path: str, where: str) -> int:
+    """``DELETE FROM path WHERE where`` in one delta-rs commit (none when no row matches);
+    returns how many rows it deleted. ``where`` is Spark SQL as sbdelta writes it
+    (:mod:`.datafusion` translates it). Only for tables :func:`writes_locally` accepts.
+
+    Raises:
+        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
+    """
+    from deltalake import DeltaTable
+
+    metrics = DeltaTable(_local(path)).delete(
+        translate(where), post_commithook_properties=_post_commit())
+    return int(metrics.get("num_deleted_rows", 0))
+
+
+def update(path: str, sets: Dict[str, str], where: str) -> int:
+    """``UPDATE path SET column = expression, ... WHERE where`` in one delta-rs commit (none
+    when no row matches); returns how many rows it updated. As :func:`delete`."""
+    from deltalake import DeltaTable
+
+    metrics = DeltaTable(_local(path)).update(
+        updates={name: translate(expr) for name, expr in sets.items()},
+        predicate=translate(where), post_commithook_properties=_post_commit())
+    return int(metrics.get("num_updated_rows", 0))
 
 
 def _version_of(local: str, token: str, before: int) -> int:
@@ -210,3 +247,115 @@ def _version_of(local: str, token: str, before: int) -> int:
                 if info.get("userMetadata") == token:
                     return version
         version += 1
+
+
+# How a Delta column type of sbdelta's schemas is held in Arrow (delta-rs's source rows).
+_ARROW_TYPES = {"STRING": "string", "BIGINT": "int64", "INT": "int32", "BOOLEAN": "bool_",
+                "BINARY": "binary"}
+_SOURCE_COLUMN = re.compile(r"\bs\.(\w+)")
+
+
+def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, str]]) -> None:
+    """One MERGE of ``rows`` (source rows: ``columns``, (name, SQL type) pairs; a missing
+    value is NULL, a missing ``_guard`` STALE) into the local table ``path`` as delta-rs
+    commits it, ``spec`` being the MERGE as sbdelta writes it once
+    (:class:`~sbdelta._store.apply.MergeSpec`). Only for tables :func:`writes_locally` accepts.
+
+    delta-rs's MERGE has no ``raise_error``: the guard clauses are checked first, on the very
+    snapshot the MERGE then reads and commits against. A source row that no clause before a
+    guard takes raises GuardTripped with the row's guard code, and nothing is written; a
+    commit made by anyone after that snapshot to a file the MERGE read makes delta-rs refuse
+    the commit (CommitFailedError: retried from a fresh plan, as Spark's conflicts are).
+
+    Raises:
+        GuardTripped: a guard clause took a source row.
+        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    if not rows:
+        return  # nothing to change: no commit
+    table = DeltaTable(_local(path))
+    target = pa.schema(table.schema().to_arrow())
+    fields = [target.field(name) if name in target.names else pa.field(
+        name, pa.timestamp("us", tz="UTC") if kind == "TIMESTAMP"
+        else getattr(pa, _ARROW_TYPES[kind])()) for name, kind in columns]
+    source = pa.Table.from_pylist(
+        [{name: _arrow_value(row.get(name, "STALE" if name == "_guard" else None))
+          for name, _ in columns} for row in rows], schema=pa.schema(fields))
+    tripped = _tripped_guard(table, spec, rows, columns)
+    if tripped is not None:
+        raise GuardTripped(tripped)
+    builder = table.merge(source=source, predicate=translate(spec.on), source_alias="s",
+                          target_alias="t", streamed_exec=False,
+                          post_commithook_properties=_post_commit())
+    for clause in spec.clauses:
+        if clause.action == "guard":
+            continue
+        condition = translate(clause.condition) if clause.condition else None
+        assignments = {name: translate(expr) for name, expr in clause.assignments}
+        if not clause.matched:
+            builder = builder.when_not_matched_insert(updates=assignments, predicate=condition)
+        elif clause.action == "delete":
+            builder = builder.when_matched_delete(predicate=condition)
+        else:
+            builder = builder.when_matched_update(updates=assignments, predicate=condition)
+    builder.execute()
+
+
+def _arrow_value(value):
+    """A source value as Arrow takes it: naive datetimes (as PySpark returns timestamps, in
+    local time) made aware, so that Arrow does not read them as UTC."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone(timezone.utc)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def _tripped_guard(table, spec, rows: Sequence[dict],
+                   columns: Sequence[Tuple[str, str]]) -> Optional[str]:
+    """The guard code of a source row that a guard clause of ``spec`` would take on
+    ``table``'s snapshot, or None: one DataFusion query joining the source rows (the columns
+    the clauses read, as literals) to the table."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    kinds = dict(columns)
+    used = sorted({name for c in spec.clauses if c.condition
+                   for name in _SOURCE_COLUMN.findall(c.condition)}
+                  | set(_SOURCE_COLUMN.findall(spec.on)) | {"_guard"})
+    values = ", ".join(
+        "(" + ", ".join(_typed(row.get(name, "STALE" if name == "_guard" else None),
+                               kinds[name]) for name in used) + ")" for row in rows)
+
+    def taken(matched: bool) -> str:
+        """SQL: some clause before the guard takes the row (FALSE without a guard clause:
+        then no row is left for a guard)."""
+        conditions = []
+        for clause in spec.clauses:
+            if clause.matched != matched:
+                continue
+            if clause.action == "guard":
+                return " OR ".join(conditions) or "FALSE"
+            if clause.condition is None:
+                return "TRUE"
+            conditions.append(f"coalesce({translate(clause.condition)}, FALSE)")
+        return "TRUE"
+
+    sql = (f"SELECT s._guard AS code FROM (VALUES {values}) AS s({', '.join(used)}) "
+           f"LEFT JOIN t ON {translate(spec.on)} "
+           f"WHERE CASE WHEN t.k IS NULL THEN NOT ({taken(False)}) "
+           f"ELSE NOT ({taken(True)}) END LIMIT 1")
+    found = pa.table(QueryBuilder().register("t", table).execute(sql).read_all())
+    return found.column("code")[0].as_py() if found.num_rows else None
+
+
+def _typed(value, kind: str) -> str:
+    """A DataFusion literal of the SQL type ``kind``."""
+    if kind == "TIMESTAMP":
+        if value is None:
+            return "arrow_cast(NULL, 'Timestamp(Microsecond, Some(\"UTC\"))')"
+        return translate(sql_literal(_arrow_value(value)))
+    return f"CAST({translate(sql_literal(value))} AS {kind})"

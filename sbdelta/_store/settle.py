@@ -13,8 +13,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
+from . import rs
 from .apply import apply_df, apply_rows, max_delivery_description, to_source
 from .delta import GuardTripped, guard_error, retry, sql_literal
 from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, PID_MASK,
@@ -141,42 +142,61 @@ def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: 
 
 
 def _settle_one(store, row: dict, now: datetime) -> bool:
-    """One message's settlement as ONE DELETE or UPDATE (cheaper than the apply MERGE).
+    """One message's settlement as ONE DELETE or UPDATE (cheaper than the apply MERGE): through
+    delta-rs on a local table (milliseconds, no Spark job), else Spark SQL. The condition and
+    the assignments are written once, here, for both.
 
     Returns False, having written nothing, when the lock is not held (wrong token, expired,
     or the message is gone).
     """
     lit = sql_literal
-    table = f"delta.`{store.messages_path}`"
     where = (f"pid = {int(row['pid'])} AND k = {lit(row['k'])} AND "
              + lock_held_sql(now, token=lit(row["_token"]), target=""))
-    if row["_op"] == "settle_delete" and not store.dead_letter:
+    sets = _settle_sets(row, dead_letter=store.dead_letter)
+    path = store.messages_path
+    if rs.writes_locally(path):
+        changed = rs.delete(path, where) if sets is None else rs.update(path, sets, where)
+        return changed == 1
+    table = f"delta.`{path}`"
+    if sets is None:
         statement = f"DELETE FROM {table} WHERE {where}"
-    elif row["_op"] == "settle_delete":
-        statement = (f"UPDATE {table} SET state = '{COMPLETED}', lock_token = NULL, "
-                     f"locked_until = NULL, body = NULL, rev = rev + 1 WHERE {where}")
     else:
-        over = (f"({lit(bool(row.get('_abandon')))} "
-                f"AND delivery_count >= {int(row.get('_max_dc') or 0)})")
-        keep = bool(row.get("_keep_lock"))
-
-        def text(name):
-            return f"CAST({lit(row.get(name))} AS STRING)"
-
-        statement = (
-            f"UPDATE {table} SET "
-            f"state = CASE WHEN {over} THEN '{DEADLETTERING}' "
-            f"ELSE coalesce({text('state')}, state) END, "
-            f"dead_letter_reason = CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' "
-            f"ELSE coalesce({text('dead_letter_reason')}, dead_letter_reason) END, "
-            f"dead_letter_error_description = CASE WHEN {over} THEN "
-            f"{max_delivery_description('delivery_count')} "
-            f"ELSE coalesce({text('dead_letter_error_description')}, "
-            f"dead_letter_error_description) END, "
-            f"lock_token = {'lock_token' if keep else 'NULL'}, "
-            f"locked_until = {lit(row.get('locked_until')) if keep else 'NULL'}, "
-            f"application_properties = coalesce({text('application_properties')}, "
-            f"application_properties), rev = rev + 1 WHERE {where}")
+        statement = (f"UPDATE {table} SET "
+                     + ", ".join(f"{name} = {expr}" for name, expr in sets.items())
+                     + f" WHERE {where}")
     result = store.spark.sql(statement).collect()
     return bool(result) and result[0][0] == 1
 
+
+def _settle_sets(row: dict, *, dead_letter: bool) -> Optional[Dict[str, str]]:
+    """The assignments of one settlement's UPDATE, or None when it is a DELETE (a completion
+    outside a dead-letter table, which keeps a COMPLETED tombstone instead)."""
+    lit = sql_literal
+    if row["_op"] == "settle_delete":
+        if not dead_letter:
+            return None
+        return {"state": f"'{COMPLETED}'", "lock_token": "NULL",
+                "locked_until": "NULL", "body": "NULL",
+                "rev": "rev + 1"}
+    limit = int(row.get("_max_dc") or 0)
+    over = f"({lit(bool(row.get('_abandon')))} AND delivery_count >= {limit})"
+    keep = bool(row.get("_keep_lock"))
+
+    def text(name):
+        return f"CAST({lit(row.get(name))} AS STRING)"
+
+    return {
+        "state": (f"CASE WHEN {over} THEN '{DEADLETTERING}' "
+                  f"ELSE coalesce({text('state')}, state) END"),
+        "dead_letter_reason": (f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE "
+                               f"coalesce({text('dead_letter_reason')}, dead_letter_reason) END"),
+        "dead_letter_error_description": (
+            f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
+            f"ELSE coalesce({text('dead_letter_error_description')}, "
+            "dead_letter_error_description) END"),
+        "lock_token": "lock_token" if keep else "NULL",
+        "locked_until": lit(row.get("locked_until")) if keep else "NULL",
+        "application_properties": (f"coalesce({text('application_properties')}, "
+                                   "application_properties)"),
+        "rev": "rev + 1",
+    }

@@ -7,19 +7,27 @@ every moment a lock, a time to live, a delivery limit or a schedule changes what
 (RECV-2/4/5, TTL-4/7).
 """
 
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
+import deltalake
 import pytest
+from chispa import assert_df_equality
 
-from sbdelta import ServiceBusClient, ServiceBusMessage
+from sbdelta import MessageLockLostError, ServiceBusClient, ServiceBusMessage
 from sbdelta._store import rs
+from sbdelta._store.apply import apply_rows
+from sbdelta._store.delta import GuardTripped, local_path
 from sbdelta._store.inbox import inbox_range
-from sbdelta._store.layout import frontier_at, sequence_number
+from sbdelta._store.layout import frontier_at, msg_key, sequence_number
 from sbdelta._store.locks import Policy
+from sbdelta._store.messages import MessageStore
 from sbdelta._store.receive import partition_stats
+from sbdelta._store.settle import Disposition, Locked, Settlement, settle_messages
 from sbdelta.management import ServiceBusAdministrationClient
 
-from ..conftest import START
+from ..conftest import START, receive_all
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["queue", "partitioned"])
@@ -81,3 +89,85 @@ def test_recv_4_ttl_7_delta_rs_and_spark_count_the_same_claimable_and_due_messag
         # The moments compared cover every kind of count (not all zero).
         assert {(2, "claimable"), (10, "actions"), (120, "actions"),
                 (0, "tombstones")} <= seen, seen
+
+
+def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delta_rs_and_spark(
+        spark, tmp_path, clock, monkeypatch):
+    """One settlement is one DELETE or UPDATE, a list of them one apply MERGE; on a local
+    table delta-rs runs both, elsewhere Spark, from one text (SETTLE-1..5, RECV-5 at the
+    delivery limit, SETTLE-5 all or nothing when a lock is not held, the STALE guard of a plan
+    whose revision moved). Both engines do the same on two copies of one namespace: every
+    table must come out the same, with the same errors, and delta-rs made the settlement
+    commits of the first copy (Spark those of the second)."""
+    ns = tmp_path / "ns"
+    ServiceBusAdministrationClient(str(ns), spark=spark, clock=clock).create_queue(
+        "q", lock_duration=timedelta(minutes=1), max_delivery_count=5)
+    with ServiceBusClient(str(ns), spark=spark, clock=clock) as client:
+        client.get_queue_sender("q").send_messages(
+            [ServiceBusMessage(f"m{i}", application_properties={"i": i}) for i in range(12)])
+        locked = sorted(receive_all(client.get_queue_receiver("q"), 12, batch=12),
+                        key=lambda m: m.sequence_number)
+        folder = client._entities.queue("q").store.folder
+    assert len(locked) == 12
+    relative = Path(local_path(folder)).relative_to(ns)
+    copies = {engine: tmp_path / engine for engine in ("delta-rs", "spark")}
+    for copy in copies.values():
+        shutil.copytree(ns, copy)
+    now = START + timedelta(seconds=10)
+
+    def held(i, properties=None):
+        return Locked(locked[i].sequence_number, locked[i].lock_token, properties)
+
+    stolen = Locked(locked[11].sequence_number, "0" * 8 + locked[11].lock_token[8:])
+    settlements = [  # (messages, settlement): one message a DELETE/UPDATE, a list a MERGE
+        ([held(0)], Settlement(Disposition.COMPLETE)),
+        ([held(1, '{"i": 100}')], Settlement(Disposition.ABANDON, max_delivery_count=5)),
+        ([held(2)], Settlement(Disposition.ABANDON, max_delivery_count=1)),  # at the limit
+        ([held(3)], Settlement(Disposition.DEFER)),
+        ([held(4)], Settlement(Disposition.DEAD_LETTER, reason="it's \\ odd",
+                               description="quote ' and backslash \\")),
+        ([held(5)], Settlement(Disposition.RENEW, locked_until=now + timedelta(minutes=2))),
+        ([held(6, '{"i": 600}'), held(7)],
+         Settlement(Disposition.ABANDON, max_delivery_count=5)),
+        ([held(8), held(9)], Settlement(Disposition.DEAD_LETTER, reason="list")),
+    ]
+    lost = [([held(10), stolen], now), ([stolen], now), ([held(10)], START + timedelta(minutes=1))]
+    stores = {}
+    for engine, copy in copies.items():
+        if engine == "spark":
+            monkeypatch.setenv("SBDELTA_ENGINE", "spark")
+        store = stores[engine] = MessageStore(spark, str(copy / relative), 1)
+        before = deltalake.DeltaTable(local_path(store.messages_path)).version()
+        for messages, settlement in settlements:
+            settle_messages(store, messages, settlement, now, what="settle")
+        for messages, when in lost:
+            with pytest.raises(MessageLockLostError, match="Nothing was changed"):
+                settle_messages(store, messages, Settlement(Disposition.COMPLETE), when,
+                                what="settle")
+        with pytest.raises(GuardTripped) as stale:  # a plan read at another revision
+            apply_rows(store, [{"pid": 0, "k": msg_key(locked[10].sequence_number),
+                                "_op": "delete", "_rev": 7}], [0], now)
+        assert stale.value.code == "STALE"
+        history = deltalake.DeltaTable(local_path(store.messages_path)).history()
+        settled_by = [h.get("clientVersion", "") for h in history
+                      if h["version"] > before and h["operation"] != "WRITE"
+                      and "delta-rs" in h.get("clientVersion", "")]
+        assert len(settled_by) == (len(settlements) if engine == "delta-rs" else 0), history
+    monkeypatch.delenv("SBDELTA_ENGINE")
+    assert_df_equality(_frozen(spark, stores["delta-rs"].messages_path),
+                       _frozen(spark, stores["spark"].messages_path), ignore_row_order=True)
+    dead = _frozen(spark, stores["delta-rs"].dead_letter_store().messages_path)
+    assert_df_equality(dead, _frozen(spark, stores["spark"].dead_letter_store().messages_path),
+                       ignore_row_order=True)
+    assert sorted(r.seq for r in dead.collect()) == [
+        locked[i].sequence_number for i in (2, 4, 8, 9)]
+    left = _frozen(spark, stores["delta-rs"].messages_path).where("kind = 'MSG'")
+    assert {r.seq: (r.state, r.lock_token is not None) for r in left.collect()} == {
+        **{locked[i].sequence_number: ("ACTIVE", False) for i in (1, 6, 7)},
+        locked[3].sequence_number: ("DEFERRED", False),
+        **{locked[i].sequence_number: ("ACTIVE", True) for i in (5, 10, 11)}}
+
+
+def _frozen(spark, path):
+    df = spark.read.format("delta").load(path)
+    return spark.createDataFrame(df.collect(), df.schema)

@@ -1,0 +1,35 @@
+"""sbdelta's Spark SQL literals, as delta-rs's DataFusion reads them (issue 16): the settlement
+conditions and assignments are written once, in Spark SQL, and translated for delta-rs."""
+
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from deltalake import QueryBuilder
+
+from sbdelta._store.datafusion import translate
+from sbdelta._store.delta import sql_literal
+
+
+@pytest.mark.parametrize("text", ["plain", "it's", "back\\slash", "\\'", "''", "a\nb", ""])
+def test_a_string_literal_means_the_same_string_to_datafusion(text):
+    assert _select(translate(sql_literal(text))) == text
+
+
+def test_a_timestamp_literal_is_the_same_utc_instant_in_microseconds():
+    instant = datetime(2030, 1, 1, 12, 30, 5, 123456, tzinfo=timezone(timedelta(hours=2)))
+    assert _select(translate(sql_literal(instant))) == instant
+
+
+def test_only_literals_are_rewritten():
+    sql = ("state = 'A' AND locked_until > TIMESTAMP '2030-01-01 00:00:00.000000+00:00' "
+           "AND body = X'00ff' AND reason = 'x\\'y'")
+    assert translate(sql) == (
+        "state = 'A' AND locked_until > arrow_cast('2030-01-01T00:00:00.000000Z', "
+        "'Timestamp(Microsecond, Some(\"UTC\"))') AND body = X'00ff' AND reason = 'x''y'")
+
+
+def _select(expression):
+    """The value of ``expression`` as DataFusion (delta-rs's query engine) computes it."""
+    result = pa.table(QueryBuilder().execute(f"SELECT {expression} AS v").read_all())
+    return result.column("v")[0].as_py()
