@@ -200,7 +200,7 @@ class ServiceBusReceiver(Handler):
         self._check_sessions(entity, "receive")
         store = self._store(entity)
         hold = None if self._session is None else self._session._hold_for(entity)
-        return store.acquire(n, policy=self._policy(entity), now=self._now(),
+        return store.acquire(n, policy=self._policy(entity), now=self._now,
                              delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE,
                              as_rows=as_rows, session=hold)
 

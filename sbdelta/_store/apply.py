@@ -186,12 +186,25 @@ def apply_df(store, df, pids: Iterable[int], now: datetime):
 
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
-    receive's collected plan): through delta-rs on a local table, else Spark."""
-    if rs.writes_locally(store.messages_path):
-        spec = apply_merge(list(pids), now, store.dead_letter)
-        run_guarded(lambda: rs.merge(store.messages_path, spec, rows, SOURCE_COLUMNS))
-        return
-    apply_df(store, source_relation(store.spark, rows), pids, now)
+    receive's collected plan)."""
+    merge_rows(store.spark, store.messages_path,
+               apply_merge(list(pids), now, store.dead_letter), rows)
+
+
+def insert_missing(pids: Iterable[int]) -> MergeSpec:
+    """A MERGE that inserts the source rows whose key the table does not have (and leaves
+    every other row alone): a dead-letter copy, safe to repeat."""
+    return MergeSpec(f"t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k",
+                     (Clause(False, "insert", None, tuple((c, f"s.{c}") for c in COLUMN_NAMES)),))
+
+
+def merge_rows(spark, path: str, spec: MergeSpec, rows: List[dict]) -> None:
+    """The MERGE ``spec`` of source rows built in the driver into the table ``path``: through
+    delta-rs on a local table (no Spark job), else Spark (a literal relation)."""
+    if rs.writes_locally(path):
+        run_guarded(lambda: rs.merge(path, spec, rows, SOURCE_COLUMNS))
+    else:
+        merge(spark, path, source_relation(spark, rows), spec.spark_clauses())
 
 
 def source_relation(spark, rows: List[dict]):

@@ -19,9 +19,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable
 
-from .apply import apply_df, as_ops, to_source
-from .delta import merge, retry
-from .layout import ACTIVE, COLUMN_NAMES, COMPLETED, DEADLETTERING, MSG, pid_list
+from . import rs
+from .apply import apply_df, apply_rows, as_ops, insert_missing, merge_rows, to_source
+from .delta import LITERAL_ROWS, merge, retry
+from .layout import ACTIVE, COMPLETED, DEADLETTERING, MSG, pid_list
 
 
 def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
@@ -29,17 +30,29 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
     """Copy the DEADLETTERING rows of ``pids`` into the dead-letter table, then remove them.
 
     ``copy_only`` stops after step 2, as a crash between the two commits would (tests).
-    Returns how many rows were moved.
+    Returns how many rows were moved. On a local namespace a move of up to LITERAL_ROWS rows
+    runs through delta-rs (a read and two MERGEs, no Spark job); a larger one, or one on
+    remote storage, through Spark.
     """
     pids = sorted(set(pids))
     dlq = store.dead_letter_store()
+    where = f"pid IN ({pid_list(pids)}) AND kind = '{MSG}' AND state = '{DEADLETTERING}'"
+
+    def small_step(rows):
+        copies = [dict(r, state=ACTIVE, lock_token=None, locked_until=None,
+                       visible_at=r["enqueued_time"], rev=0, _op="insert") for r in rows]
+        merge_rows(store.spark, dlq.messages_path, insert_missing(pids), copies)
+        if not copy_only:
+            apply_rows(store, [dict(r, _op="delete", _rev=r["rev"]) for r in rows], pids, now)
+        return len(rows)
 
     def step():
         from pyspark.sql import functions as F
 
-        rows = (store.messages().where(
-            f"pid IN ({pid_list(pids)}) AND kind = '{MSG}' AND state = '{DEADLETTERING}'")
-            .limit(100000).localCheckpoint(eager=True))
+        found = rs.select(store.messages_path, where, LITERAL_ROWS + 1)
+        if found is not None and len(found) <= LITERAL_ROWS:
+            return small_step(found) if found else 0
+        rows = store.messages().where(where).limit(100000).localCheckpoint(eager=True)
         if rows.isEmpty():
             return 0
         copy = (rows.withColumn("state", F.lit(ACTIVE))
@@ -49,10 +62,7 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
                 .withColumn("rev", F.lit(0).cast("bigint"))
                 .withColumn("_op", F.lit("insert")))
         copy = to_source(copy).drop("_out")
-        merge(store.spark, dlq.messages_path, copy,
-              f"ON t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k "
-              f"WHEN NOT MATCHED THEN INSERT ({', '.join(COLUMN_NAMES)}) "
-              f"VALUES ({', '.join('s.' + c for c in COLUMN_NAMES)})")
+        merge(store.spark, dlq.messages_path, copy, insert_missing(pids).spark_clauses())
         if copy_only:
             return rows.count()
         apply_df(store, as_ops(rows, "delete").drop("_out"), pids, now)

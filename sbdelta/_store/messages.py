@@ -141,7 +141,7 @@ class MessageStore:
         return self.append(self.spark.createDataFrame(rows, ddl(INBOX_COLUMNS)), limit=limit,
                            entity=entity)
 
-    def acquire(self, n: int, *, policy: Policy, now: datetime, delete: bool,
+    def acquire(self, n: int, *, policy: Policy, now, delete: bool,
                 as_rows: bool = False, session: Optional[sessions.SessionHold] = None):
         return receive.acquire(self, n, policy=policy, now=now, delete=delete, as_rows=as_rows,
                                session=session)

@@ -16,12 +16,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from ..exceptions import MessageNotFoundError
 
 from . import rs, sessions
-from .apply import (SOURCE_COLUMNS, apply_clauses, apply_df, apply_rows, as_ops,
+from .apply import (SOURCE_COLUMNS, apply_clauses, apply_rows, as_ops,
                     source_relation, to_source)
 from .delta import LITERAL_ROWS, merge, retry, sql_literal
 from .expiry import expiry_ops
@@ -61,9 +61,13 @@ def partition_stats(store, policy: Policy, now: datetime, only: Optional[str] = 
     return {r.pid: r for r in rows}
 
 
-def acquire(store, n: int, *, policy: Policy, now: datetime, delete: bool,
-            as_rows: bool = False, session: Optional[SessionHold] = None):
+def acquire(store, n: int, *, policy: Policy, now: Union[datetime, Callable[[], datetime]],
+            delete: bool, as_rows: bool = False, session: Optional[SessionHold] = None):
     """Hand out up to ``n`` messages: lock them (PeekLock) or remove them (ReceiveAndDelete).
+
+    ``now`` is the broker time, or a function giving it: then each attempt reads it again, so
+    a receive that lost commit races for a while does not hand out locks that began (and may
+    have nearly ended) when it started.
 
     One MERGE per call (retried from scratch on conflict). Returns the handed-out rows,
     possibly none, and the partitions it touched (a session receive: its partition if it
@@ -78,7 +82,8 @@ def acquire(store, n: int, *, policy: Policy, now: datetime, delete: bool,
     and the MERGE carries the session row at the revision read, so it commits only while the
     session is held (SessionLockLostError otherwise).
     """
-    return retry(lambda: _acquire_once(store, n, policy, now, delete, as_rows, session),
+    clock = now if callable(now) else (lambda: now)
+    return retry(lambda: _acquire_once(store, n, policy, clock(), delete, as_rows, session),
                  what=f"receive from {store.messages_path}")
 
 
@@ -456,13 +461,12 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
         if guard is not None:
             plan = plan.unionByName(guard_frame(store, guard))
             pids = sorted(set(pids) | {session.pid})
-        plan = plan.localCheckpoint(eager=True)
-        found = sorted((r for r in plan.collect() if r._out),  # a handful: no sort job
-                       key=lambda r: r.seq)
+        rows = plan.collect()  # the plan once: what is committed is what is returned
+        found = sorted((r for r in rows if r._out), key=lambda r: r.seq)  # no sort job
         missing = sorted(set(seqs) - {r.seq for r in found})
         if missing:
             raise _unavailable(store, missing, f"{free} AND {expired}", what)
-        apply_df(store, plan.drop("_out"), pids, now)
+        apply_rows(store, [r.asDict() for r in rows], pids, now)
         if session is not None:
             session.rev += 1  # the guard row rewrote the session row
         return found

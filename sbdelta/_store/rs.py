@@ -72,6 +72,23 @@ def rows(path: str) -> Optional[List[dict]]:
         return None
 
 
+def select(path: str, where: str, limit: int) -> Optional[List[dict]]:
+    """Up to ``limit`` rows of the table's latest version where ``where`` (Spark SQL as sbdelta
+    writes it) holds, or None when delta-rs cannot answer."""
+    try:
+        table = _table(path)
+        if table is None:
+            return None
+        import pyarrow as pa
+        from deltalake import QueryBuilder
+
+        sql = f"SELECT * FROM m WHERE {translate(where)} LIMIT {int(limit)}"
+        return pa.table(QueryBuilder().register("m", table).execute(sql).read_all()).to_pylist()
+    except Exception as exc:  # noqa: BLE001 - Spark reads it instead
+        log.debug("delta-rs read of %s failed: %s", path, exc)
+        return None
+
+
 class PartitionStats(NamedTuple):
     """One partition's line of a receive's statistics (:func:`partition_stats`)."""
 
