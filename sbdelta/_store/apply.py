@@ -200,8 +200,9 @@ def insert_missing(pids: Iterable[int]) -> MergeSpec:
 
 def merge_rows(spark, path: str, spec: MergeSpec, rows: List[dict]) -> None:
     """The MERGE ``spec`` of source rows built in the driver into the table ``path``: through
-    delta-rs on a local table (no Spark job), else Spark (a literal relation)."""
-    if rs.writes_locally(path):
+    delta-rs where :func:`.rs.settles_locally` says so (no Spark job), else Spark (a literal
+    relation)."""
+    if rs.settles_locally(path):
         run_guarded(lambda: rs.merge(path, spec, rows, SOURCE_COLUMNS))
     else:
         merge(spark, path, source_relation(spark, rows), spec.spark_clauses())

@@ -30,9 +30,9 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
     """Copy the DEADLETTERING rows of ``pids`` into the dead-letter table, then remove them.
 
     ``copy_only`` stops after step 2, as a crash between the two commits would (tests).
-    Returns how many rows were moved. On a local namespace a move of up to LITERAL_ROWS rows
-    runs through delta-rs (a read and two MERGEs, no Spark job); a larger one, or one on
-    remote storage, through Spark.
+    Returns how many rows were moved. Where settlements go through delta-rs
+    (:func:`.rs.settles_locally`) a move of up to LITERAL_ROWS rows does too (a read and two
+    MERGEs, no Spark job); a larger one, or any other, through Spark.
     """
     pids = sorted(set(pids))
     dlq = store.dead_letter_store()
@@ -49,7 +49,8 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
     def step():
         from pyspark.sql import functions as F
 
-        found = rs.select(store.messages_path, where, LITERAL_ROWS + 1)
+        found = (rs.select(store.messages_path, where, LITERAL_ROWS + 1)
+                 if rs.settles_locally(store.messages_path) else None)
         if found is not None and len(found) <= LITERAL_ROWS:
             return small_step(found) if found else 0
         rows = store.messages().where(where).limit(100000).localCheckpoint(eager=True)
