@@ -1,6 +1,6 @@
 """delta-rs (``deltalake``) on local tables: answers that need no Spark job, the inbox append
-of ``send_messages`` and the DELETE/UPDATE of a single settlement (the delta-rs engine, issue
-16).
+of ``send_messages``, and (opt-in, ``SBDELTA_ENGINE=delta-rs``) settlements and the MERGEs the
+driver builds (the delta-rs engine, issue 16).
 
 Spark answers the reads too, at the cost of a snapshot rebuild and a job or two each; on a
 local namespace delta-rs reads the same log in milliseconds. Every read returns None when it
@@ -8,14 +8,15 @@ cannot answer (a remote table, ``deltalake`` not installed on Python < 3.10, or 
 and the caller then asks Spark: the answers only decide whether Spark work is needed.
 
 :func:`append` commits a send's inbox rows in about 10 ms where a Spark append takes 0.3-1.5
-s; :func:`delete` and :func:`update` settle one message in about 20 ms where Spark's DELETE
-or UPDATE takes 1-1.5 s. Conflicts are Delta's either way: a delta-rs DELETE whose file a
-Spark MERGE rewrote meanwhile fails with CommitFailedError (retried), and the other way round. Both engines commit a local table's log entries with the same atomic create-if-absent (a
-hard link; sbdelta's Spark log store does the same, :mod:`sbdelta._java`), so Spark and
-delta-rs writers in different processes do not overwrite each other's commits
-(``tests/multiprocess``: the stress test's sender appends through delta-rs while Spark
-receivers, sweeps and compactions commit). ``SBDELTA_ENGINE=spark`` turns every function here
-off: Spark reads and writes everything.
+s; :func:`delete` and :func:`update` settle one message in about 36 ms where Spark's DELETE or
+UPDATE takes 1-2 s (:func:`settles_locally` says when they are used). Conflicts are Delta's
+either way: a delta-rs DELETE whose file a Spark MERGE rewrote meanwhile fails with
+CommitFailedError (retried), and the other way round. Both engines commit a local table's log
+entries with the same atomic create-if-absent (a hard link; sbdelta's Spark log store does the
+same, :mod:`sbdelta._java`), so Spark and delta-rs writers in different processes do not
+overwrite each other's commits (``tests/multiprocess``: the stress test's sender appends
+through delta-rs while Spark receivers, sweeps and compactions commit).
+``SBDELTA_ENGINE=spark`` turns every function here off: Spark reads and writes everything.
 """
 
 from __future__ import annotations
