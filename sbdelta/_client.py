@@ -33,6 +33,9 @@ class ServiceBusClient:
             ServiceBusAuthorizationError.
         spark: The SparkSession to use; default: the active one with Delta, else a local one.
         clock: Broker time, any object with ``now() -> aware UTC datetime``.
+        engine: ``"auto"`` (default), ``"spark"`` or ``"delta-rs"``: which engine runs what
+            on a local namespace's tables (docs/engines.md); given none, ``$SBDELTA_ENGINE``,
+            else ``"auto"``. Another value raises ConfigurationError.
         paired_namespace: A :class:`~sbdelta.paired.PairedNamespaceOptions`: pair the client
             with a secondary namespace (PAIR-1..6). Its backlog queues are created there now
             when missing, and its senders fail over to them (docs/paired.md).
@@ -48,15 +51,15 @@ class ServiceBusClient:
     def __init__(self, fully_qualified_namespace: str, credential: Any = None, *, spark=None,
                  clock: Optional[Clock] = None,
                  paired_namespace: Optional[PairedNamespaceOptions] = None,
-                 **kwargs: Any) -> None:
+                 engine: Optional[str] = None, **kwargs: Any) -> None:
         retry = retry_policy_from(kwargs, "ServiceBusClient")
         if paired_namespace is not None and not isinstance(paired_namespace,
                                                            PairedNamespaceOptions):
             raise ConfigurationError(
                 f"paired_namespace must be a sbdelta.paired.PairedNamespaceOptions, got "
                 f"{type(paired_namespace).__name__}")
-        self._conn = Connection(Namespace(fully_qualified_namespace, spark=spark, clock=clock),
-                                retry)
+        self._conn = Connection(Namespace(fully_qualified_namespace, spark=spark, clock=clock,
+                                          engine=engine), retry)
         self._ns = self._conn.ns
         self._entities = self._conn.entities
         self._entity_path: Optional[str] = None
@@ -67,10 +70,11 @@ class ServiceBusClient:
     def _pair(self, options: PairedNamespaceOptions, kwargs: Dict[str, Any]) -> Pairing:
         from .management import ServiceBusAdministrationClient
 
-        spark, clock = self._ns.spark, self._ns.clock
-        secondary = ServiceBusClient(options.secondary, spark=spark, clock=clock, **kwargs)
+        spark, clock, engine = self._ns.spark, self._ns.clock, self._ns.engine.name
+        secondary = ServiceBusClient(options.secondary, spark=spark, clock=clock, engine=engine,
+                                     **kwargs)
         admin = ServiceBusAdministrationClient(options.secondary, spark=spark, clock=clock,
-                                               **kwargs)
+                                               engine=engine, **kwargs)
         if secondary.namespace == self.namespace:
             raise ConfigurationError(
                 f"the secondary namespace {options.secondary!r} is the primary itself: pair "
@@ -80,7 +84,7 @@ class ServiceBusClient:
             from .paired.syphon import Syphon, SyphonThread
 
             return SyphonThread(Syphon(self.namespace, options.secondary, spark=spark,
-                                       clock=clock))
+                                       clock=clock, engine=engine))
 
         return Pairing(options, self.namespace, clock.now, secondary, admin, start_syphon)
 

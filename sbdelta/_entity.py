@@ -248,7 +248,8 @@ class EntityResolver:
         store = self._stores.get(folder)
         if store is None:
             store = MessageStore(self._ns.spark, folder,
-                                 PARTITION_COUNT if partitioned else 1, inbox=inbox)
+                                 PARTITION_COUNT if partitioned else 1, inbox=inbox,
+                                 engine=self._ns.engine)
             if topic:
                 store.ensure_topic_tables(what)
             else:

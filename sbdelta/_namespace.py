@@ -57,16 +57,22 @@ class Namespace:
         namespace: A folder path or Hadoop URI.
         spark: The session to use (see :func:`sbdelta._spark.get_spark`).
         clock: Broker time.
+        engine: ``"auto"``, ``"spark"`` or ``"delta-rs"``: what delta-rs does on the
+            namespace's local tables (:mod:`sbdelta._store.engines`); default
+            ``$SBDELTA_ENGINE``, else ``"auto"``.
     """
 
-    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None) -> None:
+    def __init__(self, namespace: str, *, spark=None, clock: Optional[Clock] = None,
+                 engine: Optional[str] = None) -> None:
+        from ._store import resolve_engine
+        from ._store.registry import Registry
+
         self.root = normalize_root(namespace)
+        self.engine = resolve_engine(engine)  # before Spark starts: a bad value costs nothing
         self.spark = get_spark(spark)
         self.clock = checked_clock(clock)
         self._fs = None
-        from ._store.registry import Registry
-
-        self.registry = Registry(self.spark, self.path("_sbdelta", "registry"))
+        self.registry = Registry(self.spark, self.path("_sbdelta", "registry"), self.engine)
 
     @property
     def is_local(self) -> bool:

@@ -9,6 +9,7 @@ verb on to the module that owns it.
 from .codec import inbox_rows
 from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, optimize, refused,
                     retry, retry_policy, sql_literal, storage_refusal, vacuum)
+from .engines import ENGINES, Engine, resolve_engine
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
                      INBOX_NAMES,
@@ -39,6 +40,8 @@ __all__ = [
     # commits
     "latest_version", "retry", "checkpoint", "optimize", "vacuum", "refused", "storage_refusal",
     "RetryPolicy", "DEFAULT_RETRY", "retry_policy",
+    # engines
+    "ENGINES", "Engine", "resolve_engine",
     # maintenance
     "DEFAULT_SWEEP_BATCH",
     # the syphon of paired namespaces

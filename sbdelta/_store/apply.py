@@ -187,7 +187,7 @@ def apply_df(store, df, pids: Iterable[int], now: datetime):
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
     receive's collected plan)."""
-    merge_rows(store.spark, store.messages_path,
+    merge_rows(store, store.messages_path,
                apply_merge(list(pids), now, store.dead_letter), rows)
 
 
@@ -198,14 +198,14 @@ def insert_missing(pids: Iterable[int]) -> MergeSpec:
                      (Clause(False, "insert", None, tuple((c, f"s.{c}") for c in COLUMN_NAMES)),))
 
 
-def merge_rows(spark, path: str, spec: MergeSpec, rows: List[dict]) -> None:
-    """The MERGE ``spec`` of source rows built in the driver into the table ``path``: through
-    delta-rs where :func:`.rs.settles_locally` says so (no Spark job), else Spark (a literal
-    relation)."""
-    if rs.settles_locally(path):
+def merge_rows(store, path: str, spec: MergeSpec, rows: List[dict]) -> None:
+    """The MERGE ``spec`` of source rows built in the driver into the table ``path`` (one of
+    ``store``'s): through delta-rs where the store's engine settles there
+    (:meth:`.engines.Engine.settles`: no Spark job), else Spark (a literal relation)."""
+    if store.engine.settles(path):
         run_guarded(lambda: rs.merge(path, spec, rows, SOURCE_COLUMNS))
     else:
-        merge(spark, path, source_relation(spark, rows), spec.spark_clauses())
+        merge(store.spark, path, source_relation(store.spark, rows), spec.spark_clauses())
 
 
 def source_relation(spark, rows: List[dict]):

@@ -31,7 +31,7 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
 
     ``copy_only`` stops after step 2, as a crash between the two commits would (tests).
     Returns how many rows were moved. Where settlements go through delta-rs
-    (:func:`.rs.settles_locally`) a move of up to LITERAL_ROWS rows does too (a read and two
+    (:meth:`.engines.Engine.settles`) a move of up to LITERAL_ROWS rows does too (a read and two
     MERGEs, no Spark job); a larger one, or any other, through Spark.
     """
     pids = sorted(set(pids))
@@ -41,7 +41,7 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
     def small_step(rows):
         copies = [dict(r, state=ACTIVE, lock_token=None, locked_until=None,
                        visible_at=r["enqueued_time"], rev=0, _op="insert") for r in rows]
-        merge_rows(store.spark, dlq.messages_path, insert_missing(pids), copies)
+        merge_rows(store, dlq.messages_path, insert_missing(pids), copies)
         if not copy_only:
             apply_rows(store, [dict(r, _op="delete", _rev=r["rev"]) for r in rows], pids, now)
         return len(rows)
@@ -50,7 +50,7 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
         from pyspark.sql import functions as F
 
         found = (rs.select(store.messages_path, where, LITERAL_ROWS + 1)
-                 if rs.settles_locally(store.messages_path) else None)
+                 if store.engine.settles(store.messages_path) else None)
         if found is not None and len(found) <= LITERAL_ROWS:
             return small_step(found) if found else 0
         rows = store.messages().where(where).limit(100000).localCheckpoint(eager=True)

@@ -379,14 +379,17 @@ def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
 
 
 # -- table maintenance ------------------------------------------------------------------------
-def optimize(spark, path: str) -> Tuple[int, int]:
+def optimize(spark, path: str, engine=None) -> Tuple[int, int]:
     """OPTIMIZE (bin-packing compaction) of one table; returns (files removed, files added).
 
-    Retried when a concurrent writer removed a file it was compacting.
+    Retried when a concurrent writer removed a file it was compacting. Where ``engine`` (an
+    :class:`~sbdelta._store.engines.Engine`) lets delta-rs read the table, a table with at
+    most one file per partition is left alone without a Spark job.
     """
     from . import rs
 
-    if rs.most_files_in_a_partition(path) in (0, 1):
+    if (engine is not None and engine.reads(path)
+            and rs.most_files_in_a_partition(path) in (0, 1)):
         return 0, 0  # one file per partition at most: nothing to bin-pack, no Spark job
 
     def step():
@@ -478,14 +481,17 @@ def remove_files_quietly(spark, path: str, where: str, *,
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
-def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False) -> int:
+def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False,
+           engine=None) -> int:
     """VACUUM one table, keeping files removed less than ``retain_hours`` ago; returns the
     number of files deleted (or, with ``dry_run``, that would be). A local table that delta-rs
     finds nothing to delete in is left alone (Spark's own dry run rebuilds the snapshot and
-    lists every file: most of a compaction round's time when nothing is old enough)."""
+    lists every file: most of a compaction round's time when nothing is old enough); ``engine``
+    says whether delta-rs may look (as for :func:`optimize`)."""
     from . import rs
 
-    if rs.vacuum_candidates(path, retain_hours) == 0:
+    if (engine is not None and engine.reads(path)
+            and rs.vacuum_candidates(path, retain_hours) == 0):
         return 0
     retain = f"RETAIN {retain_hours:g} HOURS"
     previous = spark.conf.get(_RETENTION_CHECK, "true")

@@ -71,7 +71,8 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
         pids = [p for p, start in lagging.items() if start <= hi]
         df = inbox_range(store, pids, frontiers, lo, hi)
         counts = None
-        if store.admit is None:  # a queue's rows: counted by delta-rs on a local table
+        if store.admit is None and store.engine.reads(store.inbox_path):
+            # a queue's rows: counted by delta-rs on a local table
             counts = rs.inbox_counts(store.inbox_path, {p: frontiers.get(p, -1) for p in pids},
                                      lo, hi, sequence_number)
         elif getattr(store.admit, "evaluates_messages", False):

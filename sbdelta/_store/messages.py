@@ -21,6 +21,7 @@ from .codec import send_error
 from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
                     sql_literal)
 from .deltalog import add_missing_columns, require_portable
+from .engines import Engine, resolve_engine
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES,
                      MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid,
                      key_partition)
@@ -35,7 +36,8 @@ class MessageStore:
     """The tables of one entity, and every read and write on them.
 
     ``partitions`` is 16 for partitioned entities, 1 otherwise; ``dead_letter`` makes this the
-    store of a dead-letter queue (no inbox, no expiry, no delivery limit).
+    store of a dead-letter queue (no inbox, no expiry, no delivery limit); ``engine`` says what
+    delta-rs does on its tables (:mod:`.engines`; default: ``$SBDELTA_ENGINE``, else auto).
 
     A subscription reads its topic's inbox (``inbox``, a path outside its folder) through
     ``admit``: a function from inbox rows to the rows this subscription takes, with their
@@ -44,8 +46,10 @@ class MessageStore:
     """
 
     def __init__(self, spark, folder: str, partitions: int, *, dead_letter: bool = False,
-                 inbox: Optional[str] = None, admit: Optional[Callable] = None) -> None:
+                 inbox: Optional[str] = None, admit: Optional[Callable] = None,
+                 engine: Optional[Engine] = None) -> None:
         self.spark = spark
+        self.engine = engine if engine is not None else resolve_engine()
         self.folder = folder
         self.partitions = partitions
         self.dead_letter = dead_letter
@@ -56,7 +60,8 @@ class MessageStore:
         self._delta_logs: Dict[str, object] = {}
 
     def dead_letter_store(self) -> "MessageStore":
-        return MessageStore(self.spark, self.folder, self.partitions, dead_letter=True)
+        return MessageStore(self.spark, self.folder, self.partitions, dead_letter=True,
+                            engine=self.engine)
 
     def reading(self, admit: Optional[Callable]) -> "MessageStore":
         """This store seeing its inbox through ``admit`` (a subscription's current rules)."""
@@ -134,7 +139,7 @@ class MessageStore:
         tables are appended to by delta-rs (milliseconds, no Spark job), others by Spark."""
         if not rows:
             return None
-        if rs.writes_locally(self.inbox_path):
+        if self.engine.appends(self.inbox_path):
             version = retry(lambda: rs.append(self.inbox_path, INBOX_NAMES, rows),
                             what=f"send to {self.inbox_path}")
             return version, len(rows)

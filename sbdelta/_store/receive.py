@@ -44,8 +44,9 @@ def partition_stats(store, policy: Policy, now: datetime, only: Optional[str] = 
 
     claimable, action, _ = conditions(policy, now, dead_letter=store.dead_letter)
     if only is None:
-        fast = rs.partition_stats(store.messages_path, claimable, action, FRONTIER, MSG,
-                                  CANCELLED)
+        fast = (rs.partition_stats(store.messages_path, claimable, action, FRONTIER, MSG,
+                                   CANCELLED) if store.engine.reads(store.messages_path)
+                else None)
         if fast is not None:
             return fast
     else:  # a session receive counts its session's messages only

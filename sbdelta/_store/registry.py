@@ -19,6 +19,7 @@ from typing import Callable, List, Optional, Tuple
 from .._clock import from_spark
 from . import schema
 from . import rs
+from .engines import Engine, resolve_engine
 from .delta import (GuardTripped, create_table, guard, merge, retry, run_guarded, sql_literal,
                     values_relation)
 
@@ -38,8 +39,9 @@ class RegistryRow:
 class Registry:
     """The registry table of one namespace."""
 
-    def __init__(self, spark, path: str) -> None:
+    def __init__(self, spark, path: str, engine: Optional[Engine] = None) -> None:
         self.spark = spark
+        self.engine = engine if engine is not None else resolve_engine()
         self.path = path
         self._known_to_exist = False
 
@@ -69,7 +71,7 @@ class Registry:
     def _rows(self) -> List[dict]:
         """Every row of the table's latest version. A local registry is read with delta-rs
         (``deltalake``: milliseconds, no Spark job); elsewhere, or without it, with Spark."""
-        fast = rs.rows(self.path)
+        fast = rs.rows(self.path) if self.engine.reads(self.path) else None
         if fast is not None:
             return fast
         return [r.asDict() for r in self.spark.read.format("delta").load(self.path).collect()]

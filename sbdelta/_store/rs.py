@@ -1,6 +1,7 @@
 """delta-rs (``deltalake``) on local tables: answers that need no Spark job, the inbox append
-of ``send_messages``, and (opt-in, ``SBDELTA_ENGINE=delta-rs``) settlements and the MERGEs the
-driver builds (the delta-rs engine, issue 16).
+of ``send_messages``, and (with ``engine="delta-rs"``) settlements and the MERGEs the driver
+builds (the delta-rs engine, issue 16). Which of these run is the caller's engine's choice
+(:mod:`.engines`); the functions here only do them.
 
 Spark answers the reads too, at the cost of a snapshot rebuild and a job or two each; on a
 local namespace delta-rs reads the same log in milliseconds. Every read returns None when it
@@ -9,14 +10,13 @@ and the caller then asks Spark: the answers only decide whether Spark work is ne
 
 :func:`append` commits a send's inbox rows in about 10 ms where a Spark append takes 0.3-1.5
 s; :func:`delete` and :func:`update` settle one message in about 36 ms where Spark's DELETE or
-UPDATE takes 1-2 s (:func:`settles_locally` says when they are used). Conflicts are Delta's
+UPDATE takes 1-2 s. Conflicts are Delta's
 either way: a delta-rs DELETE whose file a Spark MERGE rewrote meanwhile fails with
 CommitFailedError (retried), and the other way round. Both engines commit a local table's log
 entries with the same atomic create-if-absent (a hard link; sbdelta's Spark log store does the
 same, :mod:`sbdelta._java`), so Spark and delta-rs writers in different processes do not
 overwrite each other's commits (``tests/multiprocess``: the stress test's sender appends
 through delta-rs while Spark receivers, sweeps and compactions commit).
-``SBDELTA_ENGINE=spark`` turns every function here off: Spark reads and writes everything.
 """
 
 from __future__ import annotations
@@ -38,31 +38,12 @@ from .delta import GuardTripped, local_path, sql_literal
 log = logging.getLogger("sbdelta")
 
 
-def _setting() -> str:
-    return os.environ.get("SBDELTA_ENGINE", "auto").strip().lower()
-
-
-def spark_only() -> bool:
-    """``SBDELTA_ENGINE=spark``: every read and write goes through Spark."""
-    return _setting() == "spark"
-
-
-def settles_locally(path: str) -> bool:
-    """Whether settlements (:func:`delete`, :func:`update`) and MERGEs (:func:`merge`) on
-    ``path`` go through delta-rs: a local table and ``SBDELTA_ENGINE=delta-rs``. Opt-in for
-    now (the default, ``auto``, sends and plans through delta-rs and settles through Spark):
-    two full test runs with it on failed late in the one long Spark session (the driver's
-    execution memory exhausted; a spark-submit child aborting), which is not explained yet."""
-    return _setting() == "delta-rs" and _local(path) is not None
-
-
 def _local(path: str) -> Optional[str]:
-    """The local path of ``path`` when delta-rs may work on it: a local table, ``deltalake``
-    importable, and ``SBDELTA_ENGINE`` not ``spark``; else None."""
+    """The local path of ``path`` (a ``file:`` table with ``deltalake`` importable), else None.
+    Whether delta-rs should work on it at all is the caller's engine's to say
+    (:class:`~sbdelta._store.engines.Engine`)."""
     local = local_path(path)
-    if local is None or spark_only():
-        return None
-    if importlib.util.find_spec("deltalake") is None:  # Python < 3.10: not installed
+    if local is None or importlib.util.find_spec("deltalake") is None:
         return None
     return local
 
@@ -196,15 +177,10 @@ def most_files_in_a_partition(path: str) -> Optional[int]:
         return None
 
 
-def writes_locally(path: str) -> bool:
-    """Whether :func:`append` commits to ``path`` itself: a local table, ``deltalake``
-    importable, and ``SBDELTA_ENGINE`` not ``spark``."""
-    return _local(path) is not None
-
-
 def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     """Append ``rows`` (tuples in ``names`` order) to the existing local table ``path`` in one
-    commit; returns its version. Only for tables :func:`writes_locally` accepts.
+    commit; returns its version. Only for tables the engine lets delta-rs append to
+    (:meth:`~sbdelta._store.engines.Engine.appends`).
 
     Raises:
         deltalake.exceptions.TableNotFoundError: no table there (it is never created here).
@@ -237,7 +213,8 @@ def _post_commit():
 def delete(path: str, where: str) -> int:
     """``DELETE FROM path WHERE where`` in one delta-rs commit (none when no row matches);
     returns how many rows it deleted. ``where`` is Spark SQL as sbdelta writes it
-    (:mod:`.datafusion` translates it). Only for tables :func:`settles_locally` accepts.
+    (:mod:`.datafusion` translates it). Only for tables the engine lets delta-rs settle
+    (:meth:`~sbdelta._store.engines.Engine.settles`).
 
     Raises:
         deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
@@ -290,8 +267,8 @@ def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, st
     """One MERGE of ``rows`` (source rows: ``columns``, (name, SQL type) pairs; a missing
     value is NULL, a missing ``_guard`` STALE) into the local table ``path`` as delta-rs
     commits it, ``spec`` being the MERGE as sbdelta writes it once
-    (:class:`~sbdelta._store.apply.MergeSpec`). Only for tables :func:`settles_locally`
-    accepts.
+    (:class:`~sbdelta._store.apply.MergeSpec`). Only for tables the engine lets delta-rs
+    settle.
 
     delta-rs's MERGE has no ``raise_error``: the guard clauses are checked first, on the very
     snapshot the MERGE then reads and commits against. A source row that no clause before a

@@ -154,7 +154,7 @@ def _settle_one(store, row: dict, now: datetime) -> bool:
              + lock_held_sql(now, token=lit(row["_token"]), target=""))
     sets = _settle_sets(row, dead_letter=store.dead_letter)
     path = store.messages_path
-    if rs.settles_locally(path):
+    if store.engine.settles(path):
         changed = rs.delete(path, where) if sets is None else rs.update(path, sets, where)
         return changed == 1
     table = f"delta.`{path}`"

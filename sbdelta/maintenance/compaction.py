@@ -150,7 +150,7 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
         result.tombstones_purged = store.purge_rows(dead_here, now)
         result.dead_letter_tombstones_purged = dlq.purge_rows(dead_in_dlq, now)
         for path in (store.messages_path, dlq.messages_path):
-            removed, added = optimize(ns.spark, path)
+            removed, added = optimize(ns.spark, path, ns.engine)
             result.files_compacted += removed
             result.files_written += added
     own = [store.inbox_path] if store.owns_inbox else []
@@ -165,7 +165,8 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
 def _vacuum_and_checkpoint(ns: Namespace, result: EntityCompaction, paths: List[str],
                            retain_hours: float, dry_run: bool) -> None:
     for path in paths:
-        result.files_vacuumed += vacuum(ns.spark, path, retain_hours, dry_run=dry_run)
+        result.files_vacuumed += vacuum(ns.spark, path, retain_hours,
+                                         dry_run=dry_run, engine=ns.engine)
         written, version = checkpoint(ns.spark, path, dry_run=dry_run)
         result.checkpoints_written += written
         result.checkpoint_versions[path.rsplit("/", 1)[-1]] = version

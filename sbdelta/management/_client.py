@@ -129,6 +129,9 @@ class ServiceBusAdministrationClient:
         credential: Accepted as in the SDK and unused (access control is the storage's).
         spark: The Spark session to use; by default the active one, or a new local one.
         clock: Broker time (``now() -> aware UTC datetime``); defaults to the system clock.
+        engine: ``"auto"`` (default), ``"spark"`` or ``"delta-rs"``: which engine runs what
+            on a local namespace's tables (docs/engines.md); given none, ``$SBDELTA_ENGINE``,
+            else ``"auto"``. Another value raises ConfigurationError.
         **kwargs: ``retry_*`` options and the SDK's transport options, as
             :class:`~sbdelta.ServiceBusClient` takes them (``api_version`` too: no effect).
 
@@ -137,9 +140,10 @@ class ServiceBusAdministrationClient:
     """
 
     def __init__(self, fully_qualified_namespace: str, credential: Any = None, *, spark=None,
-                 clock: Optional[Clock] = None, **kwargs: Any) -> None:
+                 clock: Optional[Clock] = None, engine: Optional[str] = None,
+                 **kwargs: Any) -> None:
         self._retry = retry_policy_from(kwargs, "ServiceBusAdministrationClient")
-        self._ns = Namespace(fully_qualified_namespace, spark=spark, clock=clock)
+        self._ns = Namespace(fully_qualified_namespace, spark=spark, clock=clock, engine=engine)
 
     @classmethod
     def from_connection_string(cls, conn_str: str,
@@ -476,9 +480,11 @@ class ServiceBusAdministrationClient:
         """
         topic_props = TopicProperties.from_dict(topic.properties)
         partitions = PARTITION_COUNT if topic_props.enable_partitioning else 1
-        inbox = MessageStore(self._ns.spark, self._ns.path(topic.location), partitions)
+        inbox = MessageStore(self._ns.spark, self._ns.path(topic.location), partitions,
+                             engine=self._ns.engine)
         inbox.ensure_topic_tables(f"topic '{topic_props.name}'")
-        store = MessageStore(self._ns.spark, folder, partitions, inbox=inbox.inbox_path)
+        store = MessageStore(self._ns.spark, folder, partitions, inbox=inbox.inbox_path,
+                             engine=self._ns.engine)
         store.ensure_tables(what=folder)
         store.start_at_latest(self._ns.clock.now())
 

@@ -100,11 +100,14 @@ class Syphon:
         secondary: The secondary namespace holding the backlog queues.
         spark: The Spark session (default: the active one, or a local one).
         clock: The broker clock (tests inject one).
+        engine: As the clients' ``engine`` (default ``$SBDELTA_ENGINE``, else ``"auto"``).
     """
 
-    def __init__(self, primary: str, secondary: str, *, spark=None, clock=None) -> None:
-        self.primary = Namespace(primary, spark=spark, clock=clock)
-        self.secondary = Namespace(secondary, spark=self.primary.spark, clock=clock)
+    def __init__(self, primary: str, secondary: str, *, spark=None, clock=None,
+                 engine: Optional[str] = None) -> None:
+        self.primary = Namespace(primary, spark=spark, clock=clock, engine=engine)
+        self.secondary = Namespace(secondary, spark=self.primary.spark, clock=clock,
+                                   engine=self.primary.engine.name)
         if self.primary.root == self.secondary.root:
             raise ConfigurationError(
                 f"the secondary namespace {secondary!r} is the primary itself: the backlog "

@@ -131,6 +131,37 @@ def test_settle_5_misuse_is_refused_before_anything_is_written(client, queue):
         rad.complete_message(b)
 
 
+def test_recv_2_a_receive_that_lost_a_commit_race_times_its_locks_from_its_last_attempt(
+        client, queue, clock, monkeypatch):
+    """RECV-2 with retries: a receive whose MERGE lost to another receiver's commit plans
+    again, and the locks it hands out start when that attempt read the clock, not when the
+    call began (else a receive that kept losing for a while would hand out locks that were
+    already nearly over). The race is real: the other receiver commits between the first
+    attempt's statistics and its MERGE, and the clock moves meanwhile."""
+    from sbdelta._store import receive as receive_module
+
+    q = queue(lock_duration=timedelta(seconds=30))
+    client.get_queue_sender(q).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    first, other = client.get_queue_receiver(q), client.get_queue_receiver(q)
+    original, attempts = receive_module.partition_stats, []
+
+    def stats_then_race(store, policy, now, only=None):
+        found = original(store, policy, now, only)
+        attempts.append(now)
+        if len(attempts) == 1:  # the first attempt of `first`: lose the race, time passes
+            [won] = other.receive_messages(1)
+            assert str(won) == "a"
+            clock.advance(timedelta(seconds=20))
+        return found
+
+    monkeypatch.setattr(receive_module, "partition_stats", stats_then_race)
+    [late] = first.receive_messages(1)
+    assert str(late) == "b"
+    assert attempts[0] == START and attempts[-1] == START + timedelta(seconds=20)
+    assert len(attempts) >= 3  # the race, the winner's receive, the retry
+    assert late.locked_until_utc == START + timedelta(seconds=50)
+
+
 def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
     name = queue(lock_duration=timedelta(seconds=20))
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from sbdelta import ServiceBusMessage, ServiceBusReceiveMode
+from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from sbdelta.exceptions import (MessageSizeExceededError, MessagingEntityNotFoundError,
                                 ServiceBusInvalidOperationError)
 from sbdelta.management import ServiceBusAdministrationClient
@@ -196,11 +196,11 @@ def commit_info(store, version):
 
 
 def test_send_3_send_messages_commits_through_delta_rs_with_no_spark_job_or_through_spark(
-        spark, client, queue, clock, monkeypatch):
+        spark, ns, client, queue, clock):
     """On a local namespace a list send is one delta-rs commit (issue 16's first piece): no
     Spark job, its sequence numbers from that commit's version (SEND-3) as Spark readers
-    number them; SBDELTA_ENGINE=spark sends through Spark, and both kinds of commit are read
-    alike. A delta-rs commit lost to a concurrent one is retried as a conflict."""
+    number them; a client with engine="spark" sends through Spark, and both kinds of commit
+    are read alike. A delta-rs commit lost to a concurrent one is retried as a conflict."""
     from deltalake.exceptions import CommitFailedError
 
     from sbdelta._store.delta import is_conflict
@@ -214,8 +214,8 @@ def test_send_3_send_messages_commits_through_delta_rs_with_no_spark_job_or_thro
     assert jobs == []
     rs_version = store.latest_version(store.inbox_path)
     assert commit_info(store, rs_version)["engineInfo"].startswith("delta-rs")
-    monkeypatch.setenv("SBDELTA_ENGINE", "spark")
-    sender.send_messages(ServiceBusMessage("spark"))
+    with ServiceBusClient(ns, spark=spark, clock=clock, engine="spark") as by_spark:
+        by_spark.get_queue_sender(name).send_messages(ServiceBusMessage("spark"))
     assert commit_info(store, rs_version + 1)["engineInfo"].startswith("Apache-Spark")
     clock.advance(timedelta(hours=2))
     got = receive_all(receiver, 4)

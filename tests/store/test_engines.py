@@ -15,8 +15,9 @@ import deltalake
 import pytest
 from chispa import assert_df_equality
 
-from sbdelta import MessageLockLostError, ServiceBusClient, ServiceBusMessage
-from sbdelta._store import rs
+from sbdelta import (ConfigurationError, MessageLockLostError, ServiceBusClient,
+                     ServiceBusMessage)
+from sbdelta._store import resolve_engine, rs
 from sbdelta._store.apply import apply_rows
 from sbdelta._store.delta import GuardTripped, local_path
 from sbdelta._store.inbox import inbox_range
@@ -92,9 +93,9 @@ def test_recv_4_ttl_7_delta_rs_and_spark_count_the_same_claimable_and_due_messag
 
 
 def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delta_rs_and_spark(
-        spark, tmp_path, clock, monkeypatch):
+        spark, tmp_path, clock):
     """One settlement is one DELETE or UPDATE, a list of them one apply MERGE; on a local
-    table under ``SBDELTA_ENGINE=delta-rs`` delta-rs runs both, else Spark, from one text
+    table under the engine ``delta-rs`` delta-rs runs both, else Spark, from one text
     (SETTLE-1..5, RECV-5 at the delivery limit, SETTLE-5 all or nothing when a lock is not
     held, the STALE guard of a plan whose revision moved). Both engines do the same on two copies of one namespace: every
     table must come out the same, with the same errors, and delta-rs made every commit of the
@@ -134,8 +135,8 @@ def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delt
     lost = [([held(10), stolen], now), ([stolen], now), ([held(10)], START + timedelta(minutes=1))]
     stores = {}
     for engine, copy in copies.items():
-        monkeypatch.setenv("SBDELTA_ENGINE", engine)  # delta-rs settling is opt-in for now
-        store = stores[engine] = MessageStore(spark, str(copy / relative), 1)
+        store = stores[engine] = MessageStore(spark, str(copy / relative), 1,
+                                              engine=resolve_engine(engine))
         before = deltalake.DeltaTable(local_path(store.messages_path)).version()
         for messages, settlement in settlements:
             settle_messages(store, messages, settlement, now, what="settle")
@@ -153,7 +154,6 @@ def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delt
                        if h["version"] > before]
         assert len(by_delta_rs) >= len(settlements), history
         assert set(by_delta_rs) == {engine == "delta-rs"}, history
-    monkeypatch.delenv("SBDELTA_ENGINE")
     assert_df_equality(_frozen(spark, stores["delta-rs"].messages_path),
                        _frozen(spark, stores["spark"].messages_path), ignore_row_order=True)
     dead = _frozen(spark, stores["delta-rs"].dead_letter_store().messages_path)
@@ -166,6 +166,55 @@ def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delt
         **{locked[i].sequence_number: ("ACTIVE", False) for i in (1, 6, 7)},
         locked[3].sequence_number: ("DEFERRED", False),
         **{locked[i].sequence_number: ("ACTIVE", True) for i in (5, 10, 11)}}
+
+
+@pytest.mark.parametrize("engine, sends, settles", [
+    ("spark", "Spark", "Spark"), ("auto", "delta-rs", "Spark"),
+    ("delta-rs", "delta-rs", "delta-rs")])
+def test_the_engine_option_decides_who_commits_sends_receives_and_settlements(
+        spark, tmp_path, clock, monkeypatch, engine, sends, settles):
+    """``ServiceBusClient(engine=...)`` (issue 16): the option wins over ``$SBDELTA_ENGINE``;
+    ``auto`` appends sends through delta-rs and settles through Spark, ``delta-rs`` does both
+    through delta-rs, ``spark`` neither. Read from who wrote each commit of the tables."""
+    monkeypatch.setenv("SBDELTA_ENGINE", "spark" if engine != "spark" else "delta-rs")
+    ns = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(ns, spark=spark, clock=clock, engine=engine).create_queue("q")
+    with ServiceBusClient(ns, spark=spark, clock=clock, engine=engine) as client:
+        store = client._entities.queue("q").store
+        inbox, messages = (deltalake.DeltaTable(local_path(p))
+                           for p in (store.inbox_path, store.messages_path))
+        since = inbox.version(), messages.version()
+        client.get_queue_sender("q").send_messages(ServiceBusMessage("one"))
+        receiver = client.get_queue_receiver("q")
+        got = receive_all(receiver, 1)
+        receiver.complete_message(got[0])
+        assert receiver.peek_messages(5) == []
+
+    def writers(table, after):
+        table.update_incremental()
+        return {"delta-rs" if "delta-rs" in h.get("clientVersion", "") else "Spark"
+                for h in table.history() if h["version"] > after}
+
+    assert writers(inbox, since[0]) == {sends}
+    assert writers(messages, since[1]) == {settles}  # the receive's MERGE and the completion
+
+
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_an_unknown_engine_is_refused_before_anything_is_read_or_written(
+        spark, tmp_path, monkeypatch, where):
+    ns = tmp_path / "ns"
+    if where == "option":
+        make = lambda: ServiceBusClient(str(ns), spark=spark, engine="rust")  # noqa: E731
+        said = "engine='rust'"
+    else:
+        monkeypatch.setenv("SBDELTA_ENGINE", "delta_rs")
+        make = lambda: ServiceBusAdministrationClient(str(ns), spark=spark)  # noqa: E731
+        said = "SBDELTA_ENGINE='delta_rs'"
+    with pytest.raises(ConfigurationError) as refused:
+        make()
+    assert said in str(refused.value)
+    assert "'auto', 'spark', 'delta-rs'" in str(refused.value)
+    assert not ns.exists()
 
 
 def _frozen(spark, path):

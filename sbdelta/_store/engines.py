@@ -1,0 +1,91 @@
+"""Which engine runs what on a table: the ``engine`` option of the clients and jobs.
+
+``engine`` is ``"auto"`` (the default), ``"spark"`` or ``"delta-rs"``; a client given none
+takes ``$SBDELTA_ENGINE``, else ``auto``. Any other value raises ConfigurationError when the
+client (or job) starts, before anything is read or written.
+
+- ``spark``: Spark reads and writes everything.
+- ``auto``: on a local table (a ``file:`` namespace, ``deltalake`` installed) delta-rs answers
+  the reads that only decide what to plan (a receive's statistics, inbox counts, the registry,
+  "anything to VACUUM/OPTIMIZE") and commits ``send_messages`` appends; Spark does the rest.
+- ``delta-rs``: ``auto``, and on a local table delta-rs also settles single messages and runs
+  the MERGEs the driver builds (a list receive's commit, list settlements, cancels, session
+  locks, small dead-letter moves). docs/engines.md says why this is not the default yet.
+
+Where delta-rs cannot work on a table (a remote one, or ``deltalake`` missing on Python < 3.10)
+Spark runs it, whatever the setting.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ..exceptions import ConfigurationError
+from .delta import local_path
+
+__all__ = ["ENGINES", "Engine", "resolve_engine"]
+
+#: The values the ``engine`` option and ``$SBDELTA_ENGINE`` accept.
+ENGINES = ("auto", "spark", "delta-rs")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A resolved ``engine`` setting; its methods say which engine works on a table path."""
+
+    name: str = "auto"
+
+    def local(self, path: Optional[str]) -> Optional[str]:
+        """The local path of ``path`` when delta-rs may work on it at all, else None."""
+        if self.name == "spark" or path is None:
+            return None
+        local = local_path(path)
+        if local is None or not _deltalake_installed():
+            return None
+        return local
+
+    def reads(self, path: Optional[str]) -> bool:
+        """delta-rs answers planning reads of ``path`` (Spark when it cannot)."""
+        return self.local(path) is not None
+
+    def appends(self, path: Optional[str]) -> bool:
+        """delta-rs commits blind appends (sends) to ``path``."""
+        return self.local(path) is not None
+
+    def settles(self, path: Optional[str]) -> bool:
+        """delta-rs settles single messages and runs driver-built MERGEs on ``path``."""
+        return self.name == "delta-rs" and self.local(path) is not None
+
+
+def _deltalake_installed() -> bool:
+    return importlib.util.find_spec("deltalake") is not None
+
+
+def resolve_engine(value: Union[str, Engine, None] = None) -> Engine:
+    """The engine setting ``value``, or ``$SBDELTA_ENGINE`` when it is None, else ``auto``.
+
+    Raises:
+        ConfigurationError: the value is not one of :data:`ENGINES`.
+    """
+    if isinstance(value, Engine):
+        return value
+    source = "engine"
+    if value is None:
+        value, source = os.environ.get("SBDELTA_ENGINE", ""), "SBDELTA_ENGINE"
+        if not value.strip():
+            return Engine("auto")
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"{source} must be a string, one of {', '.join(map(repr, ENGINES))}; got "
+            f"{type(value).__name__}")
+    name = value.strip().lower()
+    if name not in ENGINES:
+        raise ConfigurationError(
+            f"{source}={value!r} is not an engine: use one of {', '.join(map(repr, ENGINES))} "
+            "('auto': delta-rs for sends and planning reads on local tables, Spark for the "
+            "rest; 'spark': Spark for everything; 'delta-rs': also single settlements and "
+            "driver-built MERGEs through delta-rs)")
+    return Engine(name)
