@@ -9,7 +9,8 @@ from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMess
                        ServiceBusMessageState, ServiceBusReceivedMessage, ServiceBusReceiveMode,
                        ServiceBusSessionFilter, ServiceBusSubQueue)
 from ._client import ServiceBusClient
-from ._receiver import ServiceBusReceiver, ServiceBusSession
+from ._receiver import ServiceBusReceiver
+from ._session import ServiceBusSession
 from ._sender import ServiceBusSender
 from ._spark import get_spark
 from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConflictError,

@@ -24,8 +24,8 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Dict, List, Optional
 
 from ._message import holds_lock, is_settled
-from ._receiver import (ServiceBusSession, broker_now, lock_duration, renew_locks,
-                        session_released)
+from ._receiver import broker_now, lock_duration, renew_locks
+from ._session import ServiceBusSession, session_released
 from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, ServiceBusError,
                          ServiceBusInvalidOperationError)
 

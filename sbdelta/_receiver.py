@@ -18,15 +18,15 @@ from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
+from ._session import (ServiceBusSession, SessionHost, check_session, hold_session,
+                       release_session)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
-                     MessageStore, SessionHold, Settlement, seq_of_token, sql_literal)
-from ._message_fields import check_body
+                     MessageStore, Settlement, seq_of_token, sql_literal)
 from .paired.options import is_backlog_queue
-from .exceptions import (MessageAlreadySettled, MessageLockLostError, MessageSizeExceededError,
-                         OperationTimeoutError, ServiceBusInvalidOperationError,
-                         SessionLockLostError)
+from .exceptions import (MessageAlreadySettled, MessageLockLostError,
+                         ServiceBusInvalidOperationError)
 
-__all__ = ["ServiceBusReceiver", "ServiceBusSession"]
+__all__ = ["ServiceBusReceiver"]
 
 
 @under_retry_policy
@@ -45,13 +45,13 @@ class ServiceBusReceiver(Handler):
         self._max_wait_time = max_wait_time
         self._next_peek = 0
         self._session = None if session_id is None else ServiceBusSession(
-            self, None if session_id is NEXT_AVAILABLE_SESSION else session_id)
+            _Host(self), None if session_id is NEXT_AVAILABLE_SESSION else session_id)
 
     def __enter__(self) -> "ServiceBusReceiver":
         """A session receiver locks its session here, as the SDK's does when it opens
         (SessionCannotBeLockedError, or OperationTimeoutError for NEXT_AVAILABLE_SESSION)."""
         if self._session is not None:
-            self._session._hold_for(self._entity())
+            hold_session(self._session, self._entity())
         return self
 
     @property
@@ -67,7 +67,7 @@ class ServiceBusReceiver(Handler):
         """Release the session lock, if this is a session receiver holding one: the session
         and its unsettled messages are free for the next session receiver at once."""
         if self._session is not None:
-            self._session._release()
+            release_session(self._session)
 
     @property
     def entity_path(self) -> str:
@@ -199,7 +199,7 @@ class ServiceBusReceiver(Handler):
         self._check_not_forwarding(entity)
         self._check_sessions(entity, "receive")
         store = self._store(entity)
-        hold = None if self._session is None else self._session._hold_for(entity)
+        hold = None if self._session is None else hold_session(self._session, entity)
         return store.acquire(n, policy=self._policy(entity), now=self._now,
                              delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE,
                              as_rows=as_rows, session=hold)
@@ -271,7 +271,7 @@ class ServiceBusReceiver(Handler):
         entity = self._entity()
         self._check_not_forwarding(entity)
         self._check_sessions(entity, "receive deferred messages")
-        hold = None if self._session is None else self._session._hold_for(entity)
+        hold = None if self._session is None else hold_session(self._session, entity)
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
         found = self._store(entity).receive_deferred(
             seqs, policy=self._policy(entity), now=self._now(), delete=delete,
@@ -300,7 +300,7 @@ class ServiceBusReceiver(Handler):
         store = self._store(entity)
         where = "TRUE"
         if self._session is not None:  # its session's messages, in its one partition
-            hold = self._session._hold_for(entity)
+            hold = hold_session(self._session, entity)
             where = f"session_id = {sql_literal(hold.session_id)}"
             if store.partitions > 1:
                 self._next_peek = max(self._next_peek, hold.pid << PID_SHIFT)
@@ -337,7 +337,7 @@ class ServiceBusReceiver(Handler):
             raise MessageAlreadySettled(
                 f"message {message.sequence_number} was already settled by this receiver")
         if self._session is not None:
-            self._session._check_held("settle")
+            check_session(self._session, "settle")
         return message
 
     def _settle(self, messages: List[ServiceBusReceivedMessage], action: str, *,
@@ -488,7 +488,7 @@ class ServiceBusReceiver(Handler):
             raise ServiceBusInvalidOperationError(
                 "messages in the dead-letter queue cannot be dead-lettered again")
         if self._session is not None:
-            self._session._check_held("settle")
+            check_session(self._session, "settle")
         entity = self._entity()
         now = self._now()
         return self._store(entity).settle_frame(
@@ -496,156 +496,32 @@ class ServiceBusReceiver(Handler):
             what=f"{action} on {self.entity_path}")
 
 
-@under_retry_policy
-class ServiceBusSession:
-    """The session a session receiver holds (SESS-2..5), as azure-servicebus's
-    ``receiver.session``: its id, lock and state.
+class _Host(SessionHost):
+    """The receiver as its session sees it (:class:`sbdelta._session.SessionHost`)."""
 
-    The session is locked by the receiver's first operation (a receive, or a call here) and
-    released by ``receiver.close()``. Once the lock is lost (it ran out, unrenewed) every
-    operation of the receiver raises SessionLockLostError.
-    """
-
-    def __init__(self, receiver: ServiceBusReceiver, session_id: Optional[str]) -> None:
+    def __init__(self, receiver: ServiceBusReceiver) -> None:
         self._receiver = receiver
-        self._session_id = session_id  # None: NEXT_AVAILABLE_SESSION, until locked
-        self._hold: Optional[SessionHold] = None
-        self._lost = False
-        self._closed = False  # released by receiver.close()
-        # Why an AutoLockRenewer stopped renewing this session (as azure-servicebus's).
-        self.auto_renew_error: Optional[Exception] = None
+        self.entity_path = receiver.entity_path
+        self.max_wait_time = receiver._max_wait_time
 
-    @property
-    def session_id(self) -> Optional[str]:
-        """The session's id; for a NEXT_AVAILABLE_SESSION receiver, None until it has locked
-        a session (entering ``with``, or its first operation)."""
-        return self._session_id
+    def entity(self) -> Entity:
+        return self._receiver._entity()
 
-    @property
-    def locked_until_utc(self) -> Optional[datetime]:
-        """When the session lock ends (None before the receiver has locked the session)."""
-        return None if self._hold is None else self._hold.locked_until
+    def store(self, entity: Entity) -> MessageStore:
+        return self._receiver._store(entity)
 
-    def _what(self, action: str) -> str:
-        session = ("the next available session" if self._session_id is None
-                   else f"session {self._session_id!r}")
-        return f"{action} on {session} of {self._receiver.entity_path}"
+    def now(self) -> datetime:
+        return self._receiver._now()
 
-    def _check_held(self, action: str) -> SessionHold:
-        """The hold, when the lock is still ours (by this client's clock)."""
-        receiver = self._receiver
-        if self._hold is None and not self._lost:
-            return self._hold_for(receiver._entity())
-        if self._lost or self._hold.locked_until <= receiver._now():
-            self._lost = True
-            raise SessionLockLostError(
-                f"{self._what(action)}: the session lock is lost (it ended unrenewed at "
-                f"{self._hold.locked_until.isoformat()}, or the receiver was closed); the "
-                "session and its messages are free for the next session receiver. Open a new one")
-        return self._hold
-
-    def _hold_for(self, entity: Entity) -> SessionHold:
-        """Lock the session on first use (SESS-2, SESS-3); afterwards, check the lock is still
-        held."""
-        if self._hold is not None or self._lost:
-            return self._check_held("receive")
-        receiver = self._receiver
-        receiver._check_sessions(entity, "lock the session")
-        store = receiver._store(entity)
-        if self._session_id is not None:
-            self._hold = store.lock_session(self._session_id, receiver._now(),
-                                            entity.policy.lock_duration)
-            self._kept()
-            return self._hold
-        wait = receiver._max_wait_time or 0.0
-        deadline = time.monotonic() + wait
-        while True:
-            hold = store.lock_next_session(entity.policy, receiver._now(),
-                                           entity.policy.lock_duration)
-            if hold is not None:
-                self._hold, self._session_id = hold, hold.session_id
-                self._kept()
-                return hold
-            if time.monotonic() >= deadline:
-                raise OperationTimeoutError(
-                    f"no session of {receiver.entity_path} had a message to deliver and no "
-                    f"other receiver holding it (waited {wait:g} s, the receiver's "
-                    "max_wait_time): nothing to do for a NEXT_AVAILABLE_SESSION receiver now. "
-                    "Try again later, or give get_..._receiver a longer max_wait_time")
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-
-    def _kept(self) -> None:
-        """Just locked: the receiver's ``auto_lock_renewer`` keeps the session from now."""
-        if self._receiver._renewer is not None:
-            self._receiver._renewer.register(self._receiver, self)
-
-    def _store(self):
-        entity = self._receiver._entity()
-        return self._receiver._store(entity), entity
-
-    def _retry_policy(self):
+    def retry_policy(self):
         return self._receiver._retry_policy()
 
-    def renew_lock(self, *, timeout: Optional[float] = None) -> datetime:
-        """Extend the session lock, and the locks of the session's messages this receiver
-        holds, by the entity's lock duration from now (SESS-4); returns the new end."""
-        store, entity = self._store()
-        hold = self._check_held("renew the session lock")
-        now = self._receiver._now()
-        try:
-            store.move_session_lock(hold, now + entity.policy.lock_duration, now,
-                                    what=self._what("renew the session lock"))
-        except SessionLockLostError:
-            self._lost = True
-            raise
-        return hold.locked_until
+    def check_sessions(self, entity: Entity, what: str) -> None:
+        self._receiver._check_sessions(entity, what)
 
-    def get_state(self, *, timeout: Optional[float] = None) -> Optional[bytes]:
-        """The session state (SESS-5), or None when none was set."""
-        store, _ = self._store()
-        hold = self._check_held("get the session state")
-        return store.session_state(hold, self._receiver._now(),
-                                   what=self._what("get the session state"))
-
-    def set_state(self, state: Union[str, bytes, bytearray, memoryview, None], *,
-                  timeout: Optional[float] = None) -> None:
-        """Replace the session state (SESS-5): bytes, or a str stored as UTF-8; None clears it.
-        It is kept whether or not the session has messages, up to the entity's message size
-        limit."""
-        if state is not None:
-            if not isinstance(state, (str, bytes, bytearray, memoryview)):
-                raise ServiceBusInvalidOperationError(
-                    f"a session state is bytes or str (stored as UTF-8), or None to clear it; "
-                    f"got {type(state).__name__}")
-            state = check_body(state)
-        store, entity = self._store()
-        if state is not None and len(state) > entity.max_message_size:
-            raise MessageSizeExceededError(
-                f"a session state of {len(state)} bytes is larger than {entity.label} allows "
-                f"({entity.max_message_size} bytes, its max_message_size_in_kilobytes); "
-                "nothing was written")
-        hold = self._check_held("set the session state")
-        store.set_session_state(hold, state, self._receiver._now(),
-                                what=self._what("set the session state"))
-
-    def _release(self) -> None:
-        """End the lock now (receiver.close()); a lock already lost needs no release."""
-        self._closed = True
-        if self._hold is None or self._lost:
-            return
-        now = self._receiver._now()
-        if self._hold.locked_until > now:
-            store, _ = self._store()
-            try:
-                store.move_session_lock(self._hold, now, now,
-                                        what=self._what("release the session"))
-            except SessionLockLostError:
-                pass
-        self._lost = True
-
-    def __repr__(self) -> str:
-        return (f"ServiceBusSession(session_id={self._session_id!r}, "
-                f"locked_until_utc={self.locked_until_utc})")
+    def kept(self, session: ServiceBusSession) -> None:
+        if self._receiver._renewer is not None:
+            self._receiver._renewer.register(self._receiver, session)
 
 
 # -- what AutoLockRenewer needs of a receiver (sbdelta/_autolock.py) ----------------------------
@@ -663,7 +539,3 @@ def renew_locks(receiver: ServiceBusReceiver, messages: List[ServiceBusReceivedM
     """Renew the locks of ``messages`` in ONE commit, all or none."""
     receiver._renew_locks(messages)
 
-
-def session_released(session: ServiceBusSession) -> bool:
-    """The session's receiver was closed: the session was let go, nothing to renew."""
-    return session._closed
