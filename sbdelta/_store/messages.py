@@ -27,7 +27,7 @@ from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERT
                      key_partition)
 from .locks import Policy, conditions
 from .reads import Counts
-from .schema import ddl, tblproperties
+from .schema import FOREIGN_FEATURES, ddl, tblproperties
 
 __all__ = ["MessageStore", "Counts"]
 
@@ -80,17 +80,13 @@ class MessageStore:
         self._ensure_messages_table(what)
 
     def _ensure_messages_table(self, what: str) -> None:
-        create_table(self.spark, self.messages_path, ddl(MESSAGES_COLUMNS), partitioned_by="pid",
-                     properties=tblproperties(MESSAGES_PROPERTIES))
-        require_portable(self.spark, self.messages_path, what or self.folder)
-        add_missing_columns(self.spark, self.messages_path, MESSAGES_COLUMNS)
+        _ensure_table(self.spark, self.engine, self.messages_path, MESSAGES_COLUMNS,
+                      MESSAGES_PROPERTIES, what or self.folder)
 
     def ensure_inbox(self, what: str = "") -> None:
         """Create the inbox if missing."""
-        create_table(self.spark, self.inbox_path, ddl(INBOX_COLUMNS), partitioned_by="pid",
-                     properties=tblproperties(INBOX_PROPERTIES))
-        require_portable(self.spark, self.inbox_path, what or self.folder)
-        add_missing_columns(self.spark, self.inbox_path, INBOX_COLUMNS)
+        _ensure_table(self.spark, self.engine, self.inbox_path, INBOX_COLUMNS,
+                      INBOX_PROPERTIES, what or self.folder)
 
     def ensure_topic_tables(self, what: str = "") -> None:
         """A topic's tables: its inbox, and a ``messages`` table that holds only the
@@ -311,3 +307,16 @@ class MessageStore:
             return plan.count()
 
         return retry(step, what=f"purge {self.messages_path}")
+
+
+
+def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: str) -> None:
+    """Create the table at ``path`` if missing, refuse one of an older layout
+    (StorageLayoutError), add the columns it lacks. A local table that delta-rs finds complete
+    and portable is left alone without a Spark job (every client that opens an entity asks)."""
+    if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
+        return
+    create_table(spark, path, ddl(columns), partitioned_by="pid",
+                 properties=tblproperties(properties))
+    require_portable(spark, path, what)
+    add_missing_columns(spark, path, columns)

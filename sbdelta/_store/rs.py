@@ -57,6 +57,22 @@ def _table(path: str):
     return DeltaTable(local)
 
 
+def table_ready(path: str, columns: Sequence[str], foreign: Sequence[str]) -> bool:
+    """Whether the local table ``path`` exists, has every column of ``columns`` and none of
+    the writer features ``foreign``; False when it lacks any, or delta-rs cannot say."""
+    try:
+        table = _table(path)
+        if table is None:
+            return False
+        features = table.protocol().writer_features or []
+        have = {field.name.lower() for field in table.schema().fields}
+        return (not any(f in features for f in foreign)
+                and all(c.lower() in have for c in columns))
+    except Exception as exc:  # noqa: BLE001 - Spark checks instead
+        log.debug("delta-rs check of %s failed: %s", path, exc)
+        return False
+
+
 def rows(path: str) -> Optional[List[dict]]:
     """Every row of the table's latest version, or None."""
     try:
