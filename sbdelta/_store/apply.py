@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from . import rs
 from .delta import merge, run_guarded, sql_literal, values_relation
@@ -60,34 +60,44 @@ def max_delivery_description(count_sql: str) -> str:
 class Clause:
     """One WHEN clause of a MERGE: on a matched or an unmatched source row, under ``condition``
     (SQL over ``s.`` and ``t.``; None: always), ``action`` ``delete``, ``update`` or ``insert``
-    with ``assignments`` ((column, SQL) pairs), or ``guard``: abort with the row's ``_guard``.
+    with ``assignments`` ((column, SQL) pairs), or ``guard``: abort with ``code``, or with the
+    row's ``_guard`` when ``code`` is None.
     """
 
     matched: bool
     action: str
     condition: Optional[str] = None
     assignments: Tuple[Tuple[str, str], ...] = ()
+    code: Optional[str] = None
+
+    def guard_sql(self) -> str:
+        """SQL for the code a guard clause aborts with."""
+        return "s._guard" if self.code is None else sql_literal(self.code)
 
 
 @dataclass(frozen=True)
 class MergeSpec:
     """A MERGE written once (the ON condition and the clauses in order, first match wins) and
-    rendered for each engine: :meth:`spark_clauses` for Spark SQL, :mod:`.rs` for delta-rs."""
+    rendered for each engine: :meth:`spark_clauses` for Spark SQL, :mod:`.rs` for delta-rs.
+    ``key`` is a target column that is never NULL in a row (a guard assigns to it in Spark;
+    delta-rs's guard check tells matched rows by it)."""
 
     on: str
     clauses: Tuple[Clause, ...]
+    key: str = "k"
 
     def spark_clauses(self) -> str:
         """The text after ``USING source AS s`` of a Spark ``MERGE INTO``: guards abort with
         ``raise_error``."""
-        raise_guard = "CAST(raise_error(concat('SBDELTA_GUARD:', s._guard)) AS STRING)"
         lines = [f"ON {self.on}"]
         for c in self.clauses:
             when = ("WHEN MATCHED" if c.matched else "WHEN NOT MATCHED") + (
                 f" AND {c.condition}" if c.condition else "")
             if c.action == "guard":
-                then = ("UPDATE SET k = " if c.matched else "INSERT (k) VALUES (") + raise_guard \
-                    + ("" if c.matched else ")")
+                raise_guard = (f"CAST(raise_error(concat('SBDELTA_GUARD:', {c.guard_sql()})) "
+                               "AS STRING)")
+                then = (f"UPDATE SET {self.key} = {raise_guard}" if c.matched
+                        else f"INSERT ({self.key}) VALUES ({raise_guard})")
             elif c.action == "delete":
                 then = "DELETE"
             elif c.action == "update":
@@ -202,14 +212,22 @@ def merge_rows(store, path: str, spec: MergeSpec, rows: List[dict]) -> None:
     """The MERGE ``spec`` of source rows built in the driver into the table ``path`` (one of
     ``store``'s): through delta-rs where the store's engine settles there
     (:meth:`.engines.Engine.settles`: no Spark job), else Spark (a literal relation)."""
-    if store.engine.settles(path):
-        run_guarded(lambda: rs.merge(path, spec, rows, SOURCE_COLUMNS))
+    merge_literal(store.spark, store.engine, path, spec, rows, SOURCE_COLUMNS)
+
+
+def merge_literal(spark, engine, path: str, spec: MergeSpec, rows: List[dict],
+                  columns: Sequence[Tuple[str, str]]) -> None:
+    """The MERGE ``spec`` of ``rows`` (dicts over ``columns``, (name, SQL type) pairs; a
+    missing value is NULL, a missing ``_guard`` STALE) into the table ``path``: through
+    delta-rs where ``engine`` settles there, else Spark. A guard raises GuardTripped."""
+    if engine.settles(path):
+        run_guarded(lambda: rs.merge(path, spec, rows, columns))
     else:
-        merge(store.spark, path, source_relation(store.spark, rows), spec.spark_clauses())
+        merge(spark, path, source_relation(spark, rows, columns), spec.spark_clauses())
 
 
-def source_relation(spark, rows: List[dict]):
+def source_relation(spark, rows: List[dict], columns: Sequence[Tuple[str, str]] = SOURCE_COLUMNS):
     """Python-built source rows (missing columns NULL, ``_guard`` STALE) as a DataFrame."""
-    data = [tuple(row.get(n, "STALE" if n == "_guard" else None) for n in SOURCE_NAMES)
+    data = [tuple(row.get(n, "STALE" if n == "_guard" else None) for n, _ in columns)
             for row in rows]
-    return values_relation(spark, data, SOURCE_COLUMNS)
+    return values_relation(spark, data, columns)

@@ -20,8 +20,8 @@ from .._clock import from_spark
 from . import schema
 from . import rs
 from .engines import Engine, resolve_engine
-from .delta import (GuardTripped, create_table, guard, merge, retry, run_guarded, sql_literal,
-                    values_relation)
+from .apply import Clause, MergeSpec, merge_literal
+from .delta import GuardTripped, create_table, retry, run_guarded, sql_literal
 
 
 @dataclass(frozen=True)
@@ -113,44 +113,26 @@ class Registry:
         """
         self.ensure()
         row = rows[0]
-        source_rows = [(r.key, r.kind, r.name, r.parent, r.location,
-                        json.dumps(r.properties, sort_keys=True), r.created_at,
-                        r.updated_at, False) for r in rows]
-        if row.parent is not None:
-            source_rows.append((row.parent, parent_kind, None, None, None, None, None, None, True))
-        columns = schema.REGISTRY_COLUMNS + (("probe", "BOOLEAN"),)
-        names = ", ".join(name for name, _ in schema.REGISTRY_COLUMNS)
-
-        def step():
-            source = values_relation(self.spark, source_rows, columns)
-            merge(self.spark, self.path, source, f"""
-                ON t.key = s.key
-                WHEN MATCHED AND s.probe AND t.kind <> s.kind THEN UPDATE SET
-                    t.key = {guard('NO_PARENT')}
-                WHEN MATCHED AND NOT s.probe THEN UPDATE SET t.key = {guard('EXISTS')}
-                WHEN NOT MATCHED AND s.probe THEN INSERT (key) VALUES ({guard('NO_PARENT')})
-                WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({', '.join('s.' + n for n in names.split(', '))})
-            """)
-
-        retry(step, what=f"create {row.kind} {row.name}")
+        source_rows = [dict(_encoded(r), probe=False) for r in rows]
+        if row.parent is not None:  # the parent must exist, as a parent_kind
+            source_rows.append({"key": row.parent, "kind": parent_kind, "probe": True})
+        spec = MergeSpec("t.key = s.key", (
+            Clause(True, "guard", "s.probe AND t.kind <> s.kind", code="NO_PARENT"),
+            Clause(True, "guard", "NOT s.probe", code="EXISTS"),
+            Clause(False, "guard", "s.probe", code="NO_PARENT"),
+            Clause(False, "insert", None, _ALL)), key="key")
+        retry(lambda: self._merge(spec, source_rows, (("probe", "BOOLEAN"),)),
+              what=f"create {row.kind} {row.name}")
 
     def update(self, key: str, kind: str, properties: dict, updated_at: datetime) -> None:
         """Replace the properties of ``key``; GuardTripped('NOT_FOUND') if it is gone."""
         self.ensure()
-
-        def step():
-            source = values_relation(
-                self.spark, [(key, kind, json.dumps(properties, sort_keys=True), updated_at)],
-                (("key", "STRING"), ("kind", "STRING"), ("properties", "STRING"),
-                 ("updated_at", "TIMESTAMP")))
-            merge(self.spark, self.path, source, f"""
-                ON t.key = s.key AND t.kind = s.kind
-                WHEN MATCHED THEN UPDATE SET t.properties = s.properties,
-                    t.updated_at = s.updated_at
-                WHEN NOT MATCHED THEN INSERT (key) VALUES ({guard('NOT_FOUND')})
-            """)
-
-        retry(step, what=f"update {kind} {key}")
+        spec = MergeSpec("t.key = s.key AND t.kind = s.kind", (
+            Clause(True, "update", None, _REPLACE),
+            Clause(False, "guard", code="NOT_FOUND")), key="key")
+        source = {"key": key, "kind": kind, "properties": json.dumps(properties, sort_keys=True),
+                  "updated_at": updated_at}
+        retry(lambda: self._merge(spec, [source]), what=f"update {kind} {key}")
 
     def retire(self, key: str, kind: str,
                change: Callable[[RegistryRow], Tuple[Optional[dict], RegistryRow]],
@@ -162,36 +144,35 @@ class Registry:
         A row changed between the read and the commit trips STALE, and the read is redone.
         """
         self.ensure()
-        names = [name for name, _ in schema.REGISTRY_COLUMNS]
-        columns = schema.REGISTRY_COLUMNS + (("op", "STRING"), ("expected", "TIMESTAMP"))
+        spec = MergeSpec("t.key = s.key", (
+            Clause(True, "guard", "s.op <> 'insert' AND t.updated_at <> s.expected",
+                   code="STALE"),
+            Clause(True, "delete", "s.op = 'retire'"),
+            Clause(True, "update", "s.op = 'replace'", _REPLACE),
+            Clause(True, "guard", code="EXISTS"),
+            Clause(False, "insert", "s.op = 'insert'", _ALL),
+            Clause(False, "guard", code="STALE")), key="key")
+        extra = (("op", "STRING"), ("expected", "TIMESTAMP"))
 
         def step():
             row = self.get(key)
             if row is None or row.kind != kind:
                 raise GuardTripped("NOT_FOUND")
             replacement, history = change(row)
-            rows = [(key, kind, None, None, None,
-                     None if replacement is None else json.dumps(replacement, sort_keys=True),
-                     None, now, "retire" if replacement is None else "replace",
-                     row.updated_at),
-                    (history.key, history.kind, history.name, history.parent,
-                     history.location, json.dumps(history.properties, sort_keys=True),
-                     history.created_at, history.updated_at, "insert", None)]
-            source = values_relation(self.spark, rows, columns)
-            merge(self.spark, self.path, source, f"""
-                ON t.key = s.key
-                WHEN MATCHED AND s.op <> 'insert' AND t.updated_at <> s.expected THEN
-                    UPDATE SET t.key = {guard('STALE')}
-                WHEN MATCHED AND s.op = 'retire' THEN DELETE
-                WHEN MATCHED AND s.op = 'replace' THEN UPDATE SET
-                    t.properties = s.properties, t.updated_at = s.updated_at
-                WHEN MATCHED THEN UPDATE SET t.key = {guard('EXISTS')}
-                WHEN NOT MATCHED AND s.op = 'insert' THEN INSERT ({', '.join(names)})
-                    VALUES ({', '.join('s.' + n for n in names)})
-                WHEN NOT MATCHED THEN INSERT (key) VALUES ({guard('STALE')})
-            """)
+            rows = [{"key": key, "kind": kind, "updated_at": now, "expected": row.updated_at,
+                     "properties": (None if replacement is None
+                                    else json.dumps(replacement, sort_keys=True)),
+                     "op": "retire" if replacement is None else "replace"},
+                    dict(_encoded(history), op="insert")]
+            self._merge(spec, rows, extra)
 
         retry(step, what=f"retire {kind} {key}")
+
+    def _merge(self, spec: MergeSpec, rows: List[dict], extra=()) -> None:
+        """One MERGE of ``rows`` (registry columns and ``extra`` ones) into the registry, by
+        the namespace's engine (:func:`.apply.merge_literal`)."""
+        merge_literal(self.spark, self.engine, self.path, spec, rows,
+                      schema.REGISTRY_COLUMNS + tuple(extra))
 
     def delete(self, key: str, kind: str) -> bool:
         """Delete ``key`` and every entity below it in one commit; False if it did not exist."""
@@ -202,11 +183,25 @@ class Registry:
             condition += f" OR key LIKE {sql_literal(_like_prefix(key))}"
 
         def step():
+            if self.engine.settles(self.path):
+                return run_guarded(lambda: rs.delete(self.path, condition))
             rows = run_guarded(lambda: self.spark.sql(
                 f"DELETE FROM delta.`{self.path}` WHERE {condition}").collect())
             return rows[0].num_affected_rows if rows else 0
 
         return retry(step, what=f"delete {kind} {key}") > 0
+
+
+#: Every registry column from the source row (an insert), and a replacement's two.
+_ALL = tuple((name, f"s.{name}") for name, _ in schema.REGISTRY_COLUMNS)
+_REPLACE = (("properties", "s.properties"), ("updated_at", "s.updated_at"))
+
+
+def _encoded(row: RegistryRow) -> dict:
+    """A registry row as source columns (properties as sorted JSON text)."""
+    return {"key": row.key, "kind": row.kind, "name": row.name, "parent": row.parent,
+            "location": row.location, "properties": json.dumps(row.properties, sort_keys=True),
+            "created_at": row.created_at, "updated_at": row.updated_at}
 
 
 def _like_prefix(key: str) -> str:

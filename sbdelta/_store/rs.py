@@ -343,36 +343,41 @@ def _tripped_guard(table, spec, rows: Sequence[dict],
                    columns: Sequence[Tuple[str, str]]) -> Optional[str]:
     """The guard code of a source row that a guard clause of ``spec`` would take on
     ``table``'s snapshot, or None: one DataFusion query joining the source rows (the columns
-    the clauses read, as literals) to the table."""
+    the clauses read, as literals) to the table and asking, for each row, which clause it
+    takes first (MERGE semantics: the first clause whose condition holds)."""
     import pyarrow as pa
     from deltalake import QueryBuilder
 
     kinds = dict(columns)
-    used = sorted({name for c in spec.clauses if c.condition
-                   for name in _SOURCE_COLUMN.findall(c.condition)}
-                  | set(_SOURCE_COLUMN.findall(spec.on)) | {"_guard"})
+    guards = [c for c in spec.clauses if c.action == "guard"]
+    if not guards:
+        return None
+    texts = [c.condition for c in spec.clauses if c.condition] + [spec.on] + [
+        c.guard_sql() for c in guards]
+    used = sorted({name for text in texts for name in _SOURCE_COLUMN.findall(text)})
     values = ", ".join(
         "(" + ", ".join(_typed(row.get(name, "STALE" if name == "_guard" else None),
                                kinds[name]) for name in used) + ")" for row in rows)
 
-    def taken(matched: bool) -> str:
-        """SQL: some clause before the guard takes the row (FALSE without a guard clause:
-        then no row is left for a guard)."""
-        conditions = []
+    def first_taken(matched: bool) -> str:
+        """SQL: the guard code of the first clause that takes the row, NULL if that clause
+        is not a guard (or none takes it)."""
+        whens = []
         for clause in spec.clauses:
             if clause.matched != matched:
                 continue
-            if clause.action == "guard":
-                return " OR ".join(conditions) or "FALSE"
+            code = translate(clause.guard_sql()) if clause.action == "guard" else "NULL"
             if clause.condition is None:
-                return "TRUE"
-            conditions.append(f"coalesce({translate(clause.condition)}, FALSE)")
-        return "TRUE"
+                whens.append(f"WHEN TRUE THEN {code}")
+                break
+            whens.append(f"WHEN coalesce({translate(clause.condition)}, FALSE) THEN {code}")
+        return f"CASE {' '.join(whens)} END" if whens else "NULL"
 
-    sql = (f"SELECT s._guard AS code FROM (VALUES {values}) AS s({', '.join(used)}) "
-           f"LEFT JOIN t ON {translate(spec.on)} "
-           f"WHERE CASE WHEN t.k IS NULL THEN NOT ({taken(False)}) "
-           f"ELSE NOT ({taken(True)}) END LIMIT 1")
+    code = (f"CASE WHEN t.{spec.key} IS NULL THEN {first_taken(False)} "
+            f"ELSE {first_taken(True)} END")
+    sql = (f"SELECT code FROM (SELECT {code} AS code FROM (VALUES {values}) "
+           f"AS s({', '.join(used)}) LEFT JOIN t ON {translate(spec.on)}) AS c "
+           "WHERE code IS NOT NULL LIMIT 1")
     found = pa.table(QueryBuilder().register("t", table).execute(sql).read_all())
     return found.column("code")[0].as_py() if found.num_rows else None
 

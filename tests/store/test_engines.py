@@ -26,6 +26,7 @@ from sbdelta._store.locks import Policy
 from sbdelta._store.messages import MessageStore
 from sbdelta._store.receive import partition_stats
 from sbdelta._store.settle import Disposition, Locked, Settlement, settle_messages
+from sbdelta._namespace import Namespace
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..conftest import START, receive_all
@@ -220,3 +221,60 @@ def test_an_unknown_engine_is_refused_before_anything_is_read_or_written(
 def _frozen(spark, path):
     df = spark.read.format("delta").load(path)
     return spark.createDataFrame(df.collect(), df.schema)
+
+
+def test_registry_changes_and_their_guards_are_the_same_through_delta_rs_and_spark(
+        spark, tmp_path, clock):
+    """The registry's MERGEs (create with its EXISTS and NO_PARENT guards, property updates
+    with NOT_FOUND, rule replacement and retirement, TOPIC-2, with STALE) and its DELETE of an
+    entity with everything below it, written once as MergeSpecs: under the engine
+    ``delta-rs`` delta-rs commits them, under ``spark`` Spark does, and the two registries
+    come out the same, with the same errors on the same calls."""
+    from pyspark.sql import functions as F
+
+    from sbdelta import MessagingEntityAlreadyExistsError, MessagingEntityNotFoundError
+    from sbdelta.management import SqlRuleFilter
+
+    registries, errors = {}, {}
+    for engine in ("delta-rs", "spark"):
+        ns = str(tmp_path / engine)
+        admin = ServiceBusAdministrationClient(ns, spark=spark, clock=clock, engine=engine)
+        admin.create_queue("gone")  # the registry table exists before the counted commits
+        path = Namespace(ns, spark=spark).registry.path
+        before = deltalake.DeltaTable(local_path(path)).version()
+        admin.create_queue("q", max_delivery_count=4)
+        admin.update_queue(admin.get_queue("q"), max_delivery_count=7)
+        admin.create_topic("t")
+        admin.create_subscription("t", "s")
+        admin.create_rule("t", "s", "r", filter=SqlRuleFilter("a = 1"))
+        admin.update_rule("t", "s", admin.get_rule("t", "s", "r"), filter=SqlRuleFilter("a = 2"))
+        admin.create_subscription("t", "s2")
+        admin.delete_rule("t", "s2", "$Default")
+        admin.delete_queue("gone")
+        admin.create_topic("t2")
+        admin.create_subscription("t2", "x")
+        admin.delete_topic("t2")  # the topic, its subscription and its rule in one DELETE
+        seen = []
+        for call in (lambda: admin.create_queue("q"),
+                     lambda: admin.create_subscription("no-such-topic", "s"),
+                     lambda: admin.update_queue({"name": "nope", "max_delivery_count": 3}),
+                     lambda: admin.delete_rule("t", "s", "no-such-rule")):
+            with pytest.raises((MessagingEntityAlreadyExistsError,
+                                MessagingEntityNotFoundError)) as raised:
+                call()
+            seen.append(type(raised.value).__name__)
+        errors[engine] = seen
+        table = deltalake.DeltaTable(local_path(path))
+        writers = {"delta-rs" in h.get("clientVersion", "") for h in table.history()
+                   if h["version"] > before}
+        assert writers == {engine == "delta-rs"}, table.history()
+        registry = spark.read.format("delta").load(path).drop("location")
+        registries[engine] = registry.withColumn(  # a retired version's key ends in a random id
+            "key", F.when(F.col("kind") == "rule_history",
+                          F.regexp_replace("key", ":[0-9a-f]{12}$", ":<id>")).otherwise(F.col("key")))
+    assert errors["delta-rs"] == errors["spark"] == [
+        "MessagingEntityAlreadyExistsError", "MessagingEntityNotFoundError",
+        "MessagingEntityNotFoundError", "MessagingEntityNotFoundError"]
+    assert_df_equality(registries["delta-rs"], registries["spark"], ignore_row_order=True)
+    keys = sorted(r.key for r in registries["spark"].collect())
+    assert not any(k.startswith("t2") for k in keys) and "gone" not in keys
