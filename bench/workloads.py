@@ -371,11 +371,11 @@ class Bench:
                                 f"one-row {DELTA_APPEND} ({stat})",
                                 samples={"sbdelta_seconds": ops[op], "baseline_seconds": base},
                                 params={"repetitions": s.latency_reps, "body_bytes": KB}))
-        rows.append(Row("latency", "send_messages(1) median (local: delta-rs)", "s", False,
+        rows.append(Row("latency", "send_messages(1) median vs delta-rs", "s", False,
                         median(ops["send"]), median(rs_base), "one-row delta-rs append (median)",
                         samples={"sbdelta_seconds": ops["send"], "baseline_seconds": rs_base},
                         params={"repetitions": s.latency_reps, "body_bytes": KB}))
-        rows.append(Row("latency", "complete_message median (local: delta-rs)", "s", False,
+        rows.append(Row("latency", "complete_message median vs delta-rs", "s", False,
                         median(ops["complete"]), median(rs_delete_base),
                         "one-row delta-rs DELETE (median)",
                         samples={"sbdelta_seconds": ops["complete"],
