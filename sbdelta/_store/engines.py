@@ -18,13 +18,12 @@ Spark runs it, whatever the setting.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..exceptions import ConfigurationError
-from .delta import local_path
+from . import rs
 
 __all__ = ["ENGINES", "Engine", "resolve_engine"]
 
@@ -40,12 +39,7 @@ class Engine:
 
     def local(self, path: Optional[str]) -> Optional[str]:
         """The local path of ``path`` when delta-rs may work on it at all, else None."""
-        if self.name == "spark" or path is None:
-            return None
-        local = local_path(path)
-        if local is None or not _deltalake_installed():
-            return None
-        return local
+        return None if self.name == "spark" else rs.local_table(path)
 
     def reads(self, path: Optional[str]) -> bool:
         """delta-rs answers planning reads of ``path`` (Spark when it cannot)."""
@@ -58,10 +52,6 @@ class Engine:
     def settles(self, path: Optional[str]) -> bool:
         """delta-rs settles single messages and runs driver-built MERGEs on ``path``."""
         return self.name == "delta-rs" and self.local(path) is not None
-
-
-def _deltalake_installed() -> bool:
-    return importlib.util.find_spec("deltalake") is not None
 
 
 def resolve_engine(value: Union[str, Engine, None] = None) -> Engine:

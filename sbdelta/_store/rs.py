@@ -21,6 +21,7 @@ through delta-rs while Spark receivers, sweeps and compactions commit).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
@@ -38,18 +39,23 @@ from .delta import GuardTripped, local_path, sql_literal
 log = logging.getLogger("sbdelta")
 
 
-def _local(path: str) -> Optional[str]:
-    """The local path of ``path`` (a ``file:`` table with ``deltalake`` importable), else None.
-    Whether delta-rs should work on it at all is the caller's engine's to say
+def local_table(path: Optional[str]) -> Optional[str]:
+    """The local path of ``path`` when delta-rs can work on it (a ``file:`` table, ``deltalake``
+    importable), else None. Whether it should is the caller's engine's to say
     (:class:`~sbdelta._store.engines.Engine`)."""
-    local = local_path(path)
-    if local is None or importlib.util.find_spec("deltalake") is None:
+    local = None if path is None else local_path(path)
+    if local is None or not _installed():
         return None
     return local
 
 
+@functools.lru_cache(maxsize=None)
+def _installed() -> bool:
+    return importlib.util.find_spec("deltalake") is not None
+
+
 def _table(path: str):
-    local = _local(path)
+    local = local_table(path)
     if local is None:
         return None
     from deltalake import DeltaTable
@@ -205,7 +211,7 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-    local = _local(path)
+    local = local_table(path)
     table = DeltaTable(local)
     before = table.version()
     data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],
@@ -237,7 +243,7 @@ def delete(path: str, where: str) -> int:
     """
     from deltalake import DeltaTable
 
-    metrics = DeltaTable(_local(path)).delete(
+    metrics = DeltaTable(local_table(path)).delete(
         translate(where), post_commithook_properties=_post_commit())
     return int(metrics.get("num_deleted_rows", 0))
 
@@ -247,7 +253,7 @@ def update(path: str, sets: Dict[str, str], where: str) -> int:
     when no row matches); returns how many rows it updated. As :func:`delete`."""
     from deltalake import DeltaTable
 
-    metrics = DeltaTable(_local(path)).update(
+    metrics = DeltaTable(local_table(path)).update(
         updates={name: translate(expr) for name, expr in sets.items()},
         predicate=translate(where), post_commithook_properties=_post_commit())
     return int(metrics.get("num_updated_rows", 0))
@@ -301,7 +307,7 @@ def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, st
 
     if not rows:
         return  # nothing to change: no commit
-    table = DeltaTable(_local(path))
+    table = DeltaTable(local_table(path))
     target = pa.schema(table.schema().to_arrow())
     fields = [target.field(name) if name in target.names else pa.field(
         name, pa.timestamp("us", tz="UTC") if kind == "TIMESTAMP"
