@@ -12,11 +12,13 @@ own update times) and deletes only entities idle for longer than their ``auto_de
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from datetime import datetime, timedelta
 from typing import Dict, Iterable, Optional
 
 from ._clock import utc
+from ._store import local_path
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,14 @@ def last_activity(ns, folders: Iterable[str]) -> Optional[datetime]:
 
 
 def _write_text(ns, uri: str, text: str) -> None:
+    local = local_path(uri)
+    if local is not None:  # a local namespace: no JVM needed (rename: readers see whole files)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        scratch = f"{local}.{uuid.uuid4().hex}.tmp"
+        with open(scratch, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(scratch, local)
+        return
     jvm = ns.spark.sparkContext._jvm
     out = ns.hadoop_fs().create(jvm.org.apache.hadoop.fs.Path(uri), True)
     try:

@@ -16,6 +16,7 @@ from .paired.options import PairedNamespaceOptions
 from .paired.sender import PairedSender, Pairing
 from ._receiver import ServiceBusReceiver
 from ._sender import ServiceBusSender
+from ._spark import session_of
 from .exceptions import ConfigurationError, ServiceBusInvalidOperationError
 
 __all__ = ["ServiceBusClient"]
@@ -105,7 +106,8 @@ class ServiceBusClient:
 
     @property
     def spark(self):
-        return self._ns.spark
+        """The client's Spark session (started now if nothing has needed it yet)."""
+        return session_of(self._ns.spark)
 
     def __enter__(self) -> "ServiceBusClient":
         return self

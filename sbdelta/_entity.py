@@ -23,7 +23,7 @@ from ._names import EntityRef
 from ._namespace import Namespace
 from ._properties import (EntityStatus, QueueProperties, RuleProperties, SubscriptionProperties,
                           TopicProperties)
-from ._store import MessageStore, Policy, latest_version
+from ._store import MessageStore, Policy
 from ._subscription import RULE_HISTORY, Admission, RuleWindow
 from .exceptions import MessagingEntityDisabledError, MessagingEntityNotFoundError
 
@@ -127,10 +127,7 @@ class EntityResolver:
         self._stores: Dict[str, MessageStore] = {}
 
     def _registry_version(self) -> int:
-        registry = self._ns.registry
-        if not registry.exists():
-            return -1
-        return latest_version(self._ns.spark, registry.path)
+        return self._ns.registry.version()
 
     def queue(self, name: str) -> Entity:
         return self.resolve(EntityRef.queue(name))

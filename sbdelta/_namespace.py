@@ -19,7 +19,7 @@ import re
 from typing import Optional
 
 from ._clock import Clock, checked_clock
-from ._spark import get_spark
+from ._spark import LazySpark
 from .exceptions import ServiceBusAuthorizationError, ServiceBusConnectionError
 
 __all__ = ["Namespace", "normalize_root"]
@@ -69,7 +69,8 @@ class Namespace:
 
         self.root = normalize_root(namespace)
         self.engine = resolve_engine(engine)  # before Spark starts: a bad value costs nothing
-        self.spark = get_spark(spark)
+        # Started when first used: a client that delta-rs serves whole starts no JVM.
+        self.spark = spark if spark is not None else LazySpark()
         self.clock = checked_clock(clock)
         self._fs = None
         self.registry = Registry(self.spark, self.path("_sbdelta", "registry"), self.engine)

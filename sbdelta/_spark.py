@@ -32,7 +32,7 @@ from typing import Dict, Iterator, List, Mapping, Optional
 from . import _jvm_archive as jvm_archive
 from .exceptions import SparkSetupError
 
-__all__ = ["get_spark", "local_spark_conf", "spark_submit_args", "ensure_jars",
+__all__ = ["get_spark", "LazySpark", "local_spark_conf", "spark_submit_args", "ensure_jars",
            "ensure_class_archive", "LOGSTORE_CLASS"]
 
 LOGSTORE_CLASS = "io.sbdelta.storage.LinkLocalLogStore"
@@ -339,6 +339,41 @@ def get_spark(spark=None, *, conf: Optional[Mapping[str, str]] = None, profile: 
                               f"{str(exc).strip()[-1000:]}") from exc
     _quiet_guard_failures(session)
     return session
+
+
+class LazySpark:
+    """The session :func:`get_spark` would return, started the first time something uses it.
+
+    A client whose engine does everything it is asked with delta-rs (``engine="delta-rs"`` on a
+    local namespace: send, receive, settle, peek a queue) never starts a JVM; the first
+    DataFrame form, job or remote table starts Spark as :func:`get_spark` does. Attribute
+    access is forwarded to the session, so code written for a ``SparkSession`` takes this.
+    """
+
+    def __init__(self, spark=None) -> None:
+        self._given = spark
+        self._session = spark
+
+    @property
+    def started(self) -> bool:
+        """Whether the session exists (was given, or has been started)."""
+        return self._session is not None
+
+    def session(self):
+        """The session itself, started now if it was not."""
+        if self._session is None:
+            self._session = get_spark(self._given)
+        return self._session
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.session(), name)
+
+
+def session_of(spark):
+    """The SparkSession behind ``spark`` (a :class:`LazySpark` is started)."""
+    return spark.session() if isinstance(spark, LazySpark) else spark
 
 
 def _quiet_guard_failures(session) -> None:

@@ -7,8 +7,8 @@ verb on to the module that owns it.
 """
 
 from .codec import inbox_rows
-from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, optimize, refused,
-                    retry, retry_policy, sql_literal, storage_refusal, vacuum)
+from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, local_path, optimize,
+                    refused, retry, retry_policy, sql_literal, storage_refusal, vacuum)
 from .engines import ENGINES, Engine, resolve_engine
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
@@ -34,7 +34,7 @@ __all__ = [
     "ACTIVE", "CANCELLED", "DEADLETTERING", "DEFERRED", "SCHEDULED", "MSG", "PING",
     "PING_CONTENT_TYPE", "PID_SHIFT", "COPY_SHIFT", "msg_key", "partition_of", "sequence_number",
     "key_partition",
-    "OPERATION_BOUND", "ddl", "inbox_rows", "sql_literal",
+    "OPERATION_BOUND", "ddl", "inbox_rows", "sql_literal", "local_path",
     # locks and settlement
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement", "SessionHold",
     # commits

@@ -10,16 +10,22 @@ expressions with two differences that matter here, both in literals:
   DataFusion, which it will not compare with (or assign to) a Delta ``TIMESTAMP`` column
   (microseconds, UTC); :func:`translate` writes it as an ``arrow_cast`` to that type.
 
-Nothing else is rewritten: the expressions sbdelta hands to delta-rs use the functions both
-engines share (``coalesce``, ``concat``, ``CASE``, comparisons, ``CAST``).
+Outside literals three names differ: Spark's ``hex`` is DataFusion's ``to_hex``, its
+``BINARY`` type DataFusion's ``BYTEA``, and a typed NULL timestamp must be the Delta column's
+Arrow type (as above). Nothing else is rewritten: the expressions sbdelta hands to delta-rs
+use the functions both engines share (``coalesce``, ``concat``, ``lpad``, ``CASE``, window
+functions, comparisons, ``CAST``).
 """
 
 from __future__ import annotations
 
 import re
 
-# A Spark string literal (backslash escapes), optionally typed as TIMESTAMP.
-_LITERAL = re.compile(r"(?P<ts>\bTIMESTAMP\s+)?'(?P<body>(?:[^'\\]|\\.)*)'", re.IGNORECASE)
+# A Spark string literal (backslash escapes), optionally typed as TIMESTAMP; or, outside
+# literals, one of the names DataFusion spells differently.
+_LITERAL = re.compile(r"(?P<ts>\bTIMESTAMP\s+)?'(?P<body>(?:[^'\\]|\\.)*)'"
+                      r"|(?P<hex>\bhex\()|(?P<binary>\bAS\s+BINARY\b)"
+                      r"|(?P<null_ts>\bCAST\(NULL\s+AS\s+TIMESTAMP\))", re.IGNORECASE)
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _UTC = 'Timestamp(Microsecond, Some("UTC"))'
 
@@ -34,6 +40,12 @@ def string(value: str) -> str:
 
 
 def _literal(match: "re.Match[str]") -> str:
+    if match.group("hex"):
+        return "to_hex("
+    if match.group("binary"):
+        return "AS BYTEA"
+    if match.group("null_ts"):
+        return f"arrow_cast(NULL, '{_UTC}')"
     value = _unescape(match.group("body"))
     if not match.group("ts"):
         return string(value)

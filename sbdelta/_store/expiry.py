@@ -28,7 +28,8 @@ from datetime import datetime
 from .apply import apply_df, as_ops, max_delivery_description, to_source
 from .delta import merge, retry
 from .inbox import inbox_range
-from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MAX_DELIVERY_REASON, MSG,
+from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MAX_DELIVERY_REASON,
+                     MESSAGES_COLUMNS, MSG,
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, key_sql, pid_list,
                      start_version)
 from .locks import Policy, conditions, expired_sql, over_limit_sql
@@ -51,22 +52,30 @@ class SweepCounts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+def expiry_marks(policy: Policy):
+    """What becomes of a free message that expired or reached the delivery limit (TTL-6,
+    RECV-5), in SQL over its row: (dead-letter it?, the columns a dead-lettering sets). The
+    sweep (:func:`expiry_ops`) and a receive's plan (:mod:`.receive_plan`) both use it."""
+    over = over_limit_sql(policy)
+    to_dlq = f"(({over}) OR {str(policy.dead_letter_on_expiration).upper()})"
+    reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
+    desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
+            f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
+    return to_dlq, {"state": f"'{DEADLETTERING}'", "dead_letter_reason": reason,
+                    "dead_letter_error_description": desc, "lock_token": "NULL",
+                    "locked_until": "NULL"}
+
+
 def expiry_ops(policy: Policy, action_rows):
     """Apply-MERGE source rows for free messages that expired or reached the delivery limit:
     dead-letter them (mark DEADLETTERING) or drop them (TTL-6, RECV-5)."""
     from pyspark.sql import functions as F
 
-    over = over_limit_sql(policy)
-    to_dlq = f"({over}) OR {str(policy.dead_letter_on_expiration).upper()}"
-    reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
-    desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
-            f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
-    drop = as_ops(action_rows.where(f"NOT ({to_dlq})"), "delete")
-    mark = (action_rows.where(to_dlq).withColumn("state", F.lit(DEADLETTERING))
-            .withColumn("dead_letter_reason", F.expr(reason))
-            .withColumn("dead_letter_error_description", F.expr(desc))
-            .withColumn("lock_token", F.lit(None).cast("string"))
-            .withColumn("locked_until", F.lit(None).cast("timestamp")))
+    to_dlq, marks = expiry_marks(policy)
+    kinds = dict(MESSAGES_COLUMNS)
+    drop = as_ops(action_rows.where(f"NOT {to_dlq}"), "delete")
+    mark = action_rows.where(to_dlq).withColumns(
+        {name: F.expr(sql).cast(kinds[name].lower()) for name, sql in marks.items()})
     return drop.unionByName(as_ops(mark, "update"))
 
 

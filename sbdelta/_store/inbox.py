@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -52,10 +53,13 @@ def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, 
     return rows if store.admit is None else store.admit(rows)
 
 
-def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
+def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
+               as_rows: bool = False):
     """Find unregistered inbox rows, reading as few commits as it can.
 
-    Returns (rows DataFrame or None, last version read, available count per partition).
+    Returns (rows, last version read, available count per partition), the rows a DataFrame
+    (Spark reads the change feed) or None; with ``as_rows`` (a queue's local inbox, the
+    delta-rs engine) a list of dicts read by delta-rs (:func:`.rs.inbox_rows`).
     Reads versions [lo, lo+window) and widens the window (x8) while fewer than ``need``
     rows turned up and newer versions exist, so the cost follows the batch, not the
     backlog.
@@ -69,19 +73,24 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int):
     while True:
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
-        df = inbox_range(store, pids, frontiers, lo, hi)
-        counts = None
-        if store.admit is None and store.engine.reads(store.inbox_path):
-            # a queue's rows: counted by delta-rs on a local table
-            counts = rs.inbox_counts(store.inbox_path, {p: frontiers.get(p, -1) for p in pids},
-                                     lo, hi, sequence_number)
-        elif getattr(store.admit, "evaluates_messages", False):
-            # A subscription's rules that read messages run once here, not again in each job
-            # of the receive (true/false filters only compare a timestamp: no job needed).
-            df = df.localCheckpoint(eager=True)
-        if counts is None:
-            counts = {r.pid: r.n for r in df.groupBy("pid").count()
-                      .withColumnRenamed("count", "n").collect()}
+        if as_rows:
+            df = rs.inbox_rows(store.inbox_path, {p: frontiers.get(p, -1) for p in pids},
+                               lo, hi, sequence_number)
+            counts = dict(Counter(row["pid"] for row in df))
+        else:
+            df, counts = inbox_range(store, pids, frontiers, lo, hi), None
+            if store.admit is None and store.engine.reads(store.inbox_path):
+                # a queue's rows: counted by delta-rs on a local table
+                counts = rs.inbox_counts(store.inbox_path,
+                                         {p: frontiers.get(p, -1) for p in pids},
+                                         lo, hi, sequence_number)
+            elif getattr(store.admit, "evaluates_messages", False):
+                # A subscription's rules that read messages run once here, not again in each
+                # job of the receive (true/false filters only compare a timestamp: no job).
+                df = df.localCheckpoint(eager=True)
+            if counts is None:
+                counts = {r.pid: r.n for r in df.groupBy("pid").count()
+                          .withColumnRenamed("count", "n").collect()}
         if sum(counts.values()) >= need or hi >= latest or window >= 4096:
             return df, hi, counts
         window *= 8

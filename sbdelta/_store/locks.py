@@ -17,7 +17,7 @@ import random
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from .delta import sql_literal
 from .layout import ACTIVE, DEADLETTERING, DEFERRED, MSG, SCHEDULED, SEQ_MASK
@@ -132,18 +132,14 @@ def conditions(policy: Policy, now: datetime, *, dead_letter: bool) -> Tuple[str
     return claimable, action, expired
 
 
-def grant(df, prefix: str, until: datetime, *, first: bool = False,
-          state: Optional[str] = ACTIVE):
-    """Lock every row of ``df`` (a DataFrame of messages rows) until ``until`` (RECV-2/5).
+def grant(prefix: str, until: datetime, *, first: bool = False,
+          state: Optional[str] = ACTIVE) -> Dict[str, str]:
+    """The columns a lock grant sets on a messages row, as SQL over the row (RECV-2/5): the
+    lock token of the grant ``prefix``, the lock's end ``until`` and one more delivery.
 
     ``first`` marks rows delivered for the first time (registered from the inbox now);
     ``state=None`` keeps the rows' state (a deferred message stays deferred while locked).
     """
-    from pyspark.sql import functions as F
-
-    count = F.lit(1) if first else F.col("delivery_count") + 1
-    changes = {} if state is None else {"state": F.lit(state)}
-    # One projection (each withColumn call would analyse the whole plan again).
-    return df.withColumns({**changes, "lock_token": F.expr(lock_token_sql(prefix)),
-                           "locked_until": F.expr(sql_literal(until)),
-                           "delivery_count": count})
+    changes = {} if state is None else {"state": f"'{state}'"}
+    return {**changes, "lock_token": lock_token_sql(prefix), "locked_until": sql_literal(until),
+            "delivery_count": "1" if first else "delivery_count + 1"}

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Dict, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import rs
 from .delta import sql_literal
 from .inbox import inbox_range, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
-                     FRONTIER, MSG, PID_SHIFT, SCHEDULED, kept_frontier_sql, key_sql, msg_key,
-                     partition_of, position_of, start_version)
+                     FRONTIER, MESSAGE_FIELDS, MSG, PID_SHIFT, SCHEDULED, kept_frontier_sql,
+                     key_sql, msg_key, partition_of, position_of, start_version)
+from .receive_plan import DECIDING, values_cte
 
 
 @dataclass
@@ -41,49 +44,99 @@ def peek(store, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
 
 
 def _peek_layer(store, n: int, from_seq: int, p: int, where: str):
-    from pyspark.sql import functions as F
-
-    m = store.messages().where(f"pid = {p}")
+    # A queue's peek under the delta-rs engine reads through delta-rs and DataFusion (no
+    # Spark); a subscription's sees its topic's inbox through its rules, in Spark.
+    fast = store.admit is None and store.engine.settles(store.messages_path)
     # One read for both the registered messages and the partition's frontier row (sorted
     # first), instead of two queries of the same snapshot.
-    first = (m.where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state IN ('{ACTIVE}', "
-                     f"'{DEFERRED}', '{SCHEDULED}') AND seq >= {from_seq} AND ({where}))")
-             .orderBy(F.expr(f"kind <> '{FRONTIER}'"), "seq").limit(min(n + 1, 2**31 - 1))
-             .collect())
+    first = query(store, (
+        f"SELECT * FROM {{M}} WHERE pid = {p} AND (kind = '{FRONTIER}' OR (kind = '{MSG}' "
+        f"AND state IN ('{ACTIVE}', '{DEFERRED}', '{SCHEDULED}') AND seq >= {from_seq} "
+        f"AND ({where}))) ORDER BY CASE WHEN kind = '{FRONTIER}' THEN 0 ELSE 1 END, seq "
+        f"LIMIT {min(n + 1, 2**31 - 1)}"), fast=fast)
     frontier = [r for r in first if r.kind == FRONTIER]
     rows = [r for r in first if r.kind != FRONTIER][:n]
     if store.inbox_path:
         f = frontier[0].seq if frontier else -1
-        latest = store.latest_version(store.inbox_path)
+        latest = (rs.version(store.inbox_path) if fast
+                  else store.latest_version(store.inbox_path))
         # Past the frontier, and at or after from_seq (in this partition's range). Copies
         # follow every position: for a copy layer, read them all.
         copies = position_of(from_seq) != from_seq
         start = f if from_seq <= (p << PID_SHIFT) or copies else max(f, from_seq - 1)
-        df, _, counts = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest)
-        if df is not None and counts:
-            if "dead_letter_reason" in df.columns:  # bound for the dead-letter queue
-                df = df.where("dead_letter_reason IS NULL")
+        new, _, counts = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest,
+                                    as_rows=fast)
+        if new is not None and counts:
+            # Bound for the dead-letter queue (a subscription's filter errors): not peeked.
+            rejected = (" AND dead_letter_reason IS NULL"
+                        if not fast and "dead_letter_reason" in new.columns else "")
+            if fast:
+                new = [row for row in new if row["seq"] >= from_seq]
             # Cancelled before registration (TOPIC-6 / schedule.cancel_scheduled): a
             # tombstone under the key of the message's position hides it (and its copies).
-            tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select(
-                F.col("k").alias("_tk"))
-            new = (df.where(f"seq >= {from_seq}").withColumn("k", F.expr(key_sql("seq")))
-                   .withColumn("_tk", F.expr(key_sql("pos")))
-                   .join(tombstones, "_tk", "left_anti")
-                   .withColumn("visible_at",
-                               F.coalesce("scheduled_enqueue_time", "enqueued_time"))
-                   .where(f"kind = '{MSG}' AND ({where})")
-                   .orderBy("seq").limit(n).collect())
-            rows += new
+            rows += query(store, (
+                f"WITH t AS (SELECT k AS _tkey FROM {{M}} WHERE pid = {p} AND kind = '{MSG}' "
+                f"AND state = '{CANCELLED}'), n AS (SELECT *, {key_sql('seq')} AS k, "
+                f"{key_sql('pos')} AS _tk, coalesce(scheduled_enqueue_time, enqueued_time) "
+                f"AS visible_at FROM {{N}} WHERE seq >= {from_seq}{rejected}) "
+                f"SELECT n.* FROM n LEFT JOIN t ON n._tk = t._tkey WHERE t._tkey IS NULL "
+                f"AND kind = '{MSG}' AND ({where}) ORDER BY seq LIMIT {min(n, 2**31 - 1)}"),
+                new, fast=fast) if new else []
     rows.sort(key=lambda r: r.seq)
     return rows[:n]
 
 
-def rows_by_seq(store, seqs: Sequence[int], where: str = "TRUE"):
+def by_seq(store, seqs: Sequence[int], where: str = "TRUE") -> Tuple[str, List[int]]:
+    """SQL over messages rows: the messages numbered ``seqs`` where ``where`` holds (literal
+    partitions and keys, so both engines prune); and those partitions."""
     pids = sorted({partition_of(s) if store.partitions > 1 else 0 for s in seqs})
     keys = ", ".join(sql_literal(msg_key(s)) for s in seqs)
-    return (store.messages().where(f"pid IN ({', '.join(map(str, pids))}) AND k IN ({keys}) "
-                                  f"AND {where}"), pids)
+    return f"pid IN ({', '.join(map(str, pids))}) AND k IN ({keys}) AND ({where})", pids
+
+
+def rows_by_seq(store, seqs: Sequence[int], where: str = "TRUE"):
+    condition, pids = by_seq(store, seqs, where)
+    return store.messages().where(condition), pids
+
+
+def spark_query(store, sql: str, new=None):
+    """``sql``, a SELECT in Spark SQL over ``{M}`` (the store's messages table) and ``{N}``
+    (``new``: a DataFrame of new inbox rows, :func:`.inbox.inbox_range`), as a Spark
+    DataFrame."""
+    name = f"sbdelta_new_rows_{uuid.uuid4().hex}"
+    sql = sql.replace("{M}", f"delta.`{store.messages_path}`").replace("{N}", name)
+    if new is None:
+        return store.spark.sql(sql)
+    new.createOrReplaceTempView(name)
+    try:
+        return store.spark.sql(sql)  # analysed now: the view is not needed after
+    finally:
+        store.spark.catalog.dropTempView(name)
+
+
+def query(store, sql: str, new=None, *, fast: Optional[bool] = None) -> list:
+    """The rows (``Row`` objects) of ``sql`` (as :func:`spark_query`). ``fast`` (default: the
+    store's engine settles its tables with delta-rs): DataFusion runs it, ``new`` being a
+    list of new inbox rows (dicts, :func:`.rs.inbox_rows`) passed as a literal relation,
+    and the operation needs no Spark; the columns such a relation leaves out (they only pass
+    through, :data:`.receive_plan.DECIDING`) are filled in from ``new`` by sequence number.
+    Else Spark, ``new`` being a DataFrame."""
+    from pyspark.sql import Row  # a plain Python class: no JVM
+
+    if fast is None:
+        fast = store.engine.settles(store.messages_path)
+    if not fast:
+        return spark_query(store, sql, new).collect()
+    if "{N}" in sql:
+        sql = sql.replace("{N}", values_cte(new or []))
+    rows = rs.query(store.messages_path, sql.replace("{M}", rs.QUERIED))
+    by_seq = {row["seq"]: row for row in new or ()}
+    for row in rows:
+        read = by_seq.get(row.get("seq")) if row.get("kind") == MSG else None
+        if read is not None and row.get("k") == msg_key(row["seq"]):
+            row.update({name: read[name] for name, _ in MESSAGE_FIELDS
+                        if name not in DECIDING})
+    return [Row(**row) for row in rows]
 
 
 def counts(store, now: datetime) -> Counts:

@@ -14,22 +14,19 @@ Receivers start at a random partition, so two of them rarely touch the same one.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from ..exceptions import MessageNotFoundError
 
 from . import rs, sessions
-from .apply import (SOURCE_COLUMNS, apply_clauses, apply_rows, as_ops,
-                    source_relation, to_source)
+from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, merge, retry, sql_literal
-from .expiry import expiry_ops
 from .inbox import scan_inbox
-from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEDUP, DEFERRED, FRONTIER, MSG,
-                     SCHEDULED, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid,
-                     frontier_at, key_sql, pid_list, start_version)
+from .layout import CANCELLED, COLUMN_NAMES, DEFERRED, FRONTIER, MSG, frontier_at, start_version
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
+from .reads import by_seq, query, spark_query
+from .receive_plan import Choice, Grant, plan_sql, source
 from .schema import ddl
 from .sessions import SessionHold
 
@@ -103,11 +100,14 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     tombstones = {p for p in stats if stats[p].tombstones}
     if session is not None:  # one partition holds the session
         frontiers = {session.pid: frontiers[session.pid]}
+    fast = _fast(store, n, as_rows, session)
     new_rows, hi, new_counts = None, -1, {}
     if not store.dead_letter and n > sum(claimable.values()):
-        latest = store.latest_version(store.inbox_path)
+        latest = (rs.version(store.inbox_path) if fast
+                  else store.latest_version(store.inbox_path))
         have = sum(claimable.values())
-        new_rows, hi, new_counts = scan_inbox(store, frontiers, max(0, n - have), latest)
+        new_rows, hi, new_counts = scan_inbox(store, frontiers, max(0, n - have), latest,
+                                              as_rows=fast)
 
     # Choose partitions: a random rotation, until the chosen ones can fill the batch.
     start = random.randrange(store.partitions)
@@ -152,23 +152,13 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     lock = (Grant(lock_token_prefix(), now + policy.lock_duration) if session is None
             else Grant(session.grant_prefix, session.locked_until, session.session_id,
                        n - sum(take_old.values())))
-    plan = _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
-                 policy, now, delete, lock, any(actions[p] for p in chosen),
-                 tombstones.intersection(chosen))
-    if guard is not None:  # commits only while the session row is as read
-        plan = plan.unionByName(guard_frame(store, guard))
-    if as_rows and n <= LITERAL_ROWS:
-        rows = plan.collect()
-        apply_rows(store, [r.asDict() for r in rows if r._op is not None], chosen, now)
-        out = sorted((r for r in rows if r._out), key=lambda r: r.seq)
-    else:  # a batch too large to pass through the driver twice
-        plan = plan.localCheckpoint(eager=True)
-        source = plan.where("_op IS NOT NULL").drop("_out")
-        merge(store.spark, store.messages_path, source,
-              apply_clauses(chosen, now, store.dead_letter))
-        out = plan.where("_out")
-        if as_rows:
-            out = sorted(out.collect(), key=lambda r: r.seq)  # no sort job: rows are few
+    choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
+                    any(actions[p] for p in chosen), tombstones.intersection(chosen))
+    if fast:
+        out = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock)
+    else:
+        out = _commit_with_spark(store, choice, new_rows, policy, now, delete, lock, as_rows,
+                                 n, guard)
     if session is not None:
         session.rev += 1  # the guard row rewrote the session row
     rejects = getattr(store.admit, "dead_letters", False)  # filter errors (TOPIC-5)
@@ -180,15 +170,21 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     return out, chosen
 
 
-@dataclass(frozen=True)
-class Grant:
-    """How a receive locks what it hands out: the grant prefix of the lock tokens and when the
-    locks end; for a session receive, the session id and how many new rows it may hand out."""
+def _fast(store, n: int, as_rows: bool, session) -> bool:
+    """Whether this receive plans and commits through delta-rs, without Spark: a list
+    receive of a queue or dead-letter queue (no session, no subscription rules) on tables
+    the store's engine settles with delta-rs (``engine="delta-rs"``, a local namespace)."""
+    return (as_rows and n <= LITERAL_ROWS and session is None and store.admit is None
+            and store.engine.settles(store.messages_path)
+            and (store.dead_letter or store.engine.reads(store.inbox_path)))
 
-    prefix: str
-    until: datetime
-    session_id: Optional[str] = None
-    new_limit: int = 0
+
+def _plan(store, choice: Choice, new_rows, policy: Policy, now: datetime, delete: bool,
+          lock: Grant, rejects: bool = False) -> Optional[str]:
+    return plan_sql(choice, policy, now, delete=delete, lock=lock,
+                    dead_letter=store.dead_letter,
+                    duplicate_detection=policy.duplicate_detection,
+                    new_rows=new_rows is not None, rejects=rejects)
 
 
 def guard_frame(store, row: dict):
@@ -198,224 +194,68 @@ def guard_frame(store, row: dict):
     return source_relation(store.spark, [row]).withColumn("_out", F.lit(False))
 
 
-def _plan(store, chosen, take_old, take_new, revs, new_rows, hi, new_counts,
-          policy: Policy, now: datetime, delete: bool, lock: Grant, act: bool, tombstones):
-    """The apply-MERGE source of one receive, with ``_out`` marking what is handed out.
-
-    Parts that the per-partition stats show to be empty are left out of the plan (``act``:
-    some chosen partition has messages needing action; ``tombstones``: the chosen partitions
-    holding cancellation tombstones). A change between the stats and the commit conflicts
-    with the MERGE (it reads every chosen partition), so the plan is then redone.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    claimable, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
-    if lock.session_id is not None:
-        claimable = f"({claimable}) AND session_id = {sql_literal(lock.session_id)}"
-    prefix, lock_until = lock.prefix, lock.until
-    m = store.messages().where(f"pid IN ({pid_list(chosen)})")
-    parts = []
-
-    by_pid = Window.partitionBy("pid").orderBy("seq")
-    # 1. Registered messages that are free: lock them (or delete them: ReceiveAndDelete).
-    if any(take_old.values()):
-        old = (m.where(claimable).withColumn("_rn", F.row_number().over(by_pid))
-               .where(f"_rn <= {case_by_pid(take_old)}").drop("_rn"))
-        if delete:
-            parts.append(as_ops(old, "delete", out=True))
-        else:
-            parts.append(as_ops(grant(old, prefix, lock_until), "update", out=True))
-
-    # 2. Free messages that expired or reached the delivery limit: dead-letter or drop.
-    if act and not store.dead_letter:
-        parts.append(expiry_ops(policy, m.where(f"{action} AND state <> '{DEADLETTERING}'")
-                                .limit(10000)))
-
-    # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
-    if new_rows is not None and any(take_new.get(p) for p in chosen):
-        parts += _register(store, m, new_rows, chosen, take_new, policy, now, delete, lock,
-                           tombstones)
-    # 4. Frontiers of the chosen partitions that took new rows.
-    frontier_rows = []
-    for p in chosen:
-        if not take_new.get(p):
-            continue
-        if take_new[p] == new_counts.get(p, 0):
-            frontier_rows.append((p, frontier_at(p, hi)))
-        else:
-            frontier_rows.append((p, None))  # the last row taken, computed below
-    if frontier_rows:
-        parts.append(_frontier_rows(store, frontier_rows, revs, new_rows, take_new))
-    if not parts:
-        return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),)))
-    plan = parts[0]
-    for part in parts[1:]:
-        plan = plan.unionByName(part)
-    return plan
-
-
-def _register(store, m, new_rows, chosen, take_new, policy: Policy, now: datetime,
-              delete: bool, lock: Grant, tombstones):
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    now_sql = sql_literal(now)
-    prefix, lock_until = lock.prefix, lock.until
-    rows = (_taken(new_rows.where(f"pid IN ({pid_list(chosen)})"), chosen, take_new, lock)
-            .drop("_change_type", "_commit_timestamp", "_commit_version", "idx")
-            .withColumns({"k": F.expr(key_sql("seq")), "_tk": F.expr(key_sql("pos")),
-                          "visible_at": F.coalesce("scheduled_enqueue_time",
-                                                   "enqueued_time")}))
-    # Cancelled (or swept) before registration: a tombstone waits under the key of the
-    # message's position (every copy a subscription makes of it is cancelled).
-    if tombstones:
-        tomb = m.where(f"pid IN ({pid_list(tombstones)}) AND kind = '{MSG}' "
-                       f"AND state = '{CANCELLED}'").select(
-            "pid", F.col("k").alias("_tk"), F.col("rev").alias("_trev"))
-        rows = rows.join(tomb, ["pid", "_tk"], "left")
+def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: datetime,
+                       delete: bool, lock: Grant, as_rows: bool, n: int, guard):
+    """Run the plan in Spark (over the messages table and the change-feed rows read) and
+    commit it: a collected literal MERGE for a list receive, else a MERGE of the checkpointed
+    plan. Returns the handed-out rows (a list, or a DataFrame)."""
+    rejects = new_rows is not None and "dead_letter_reason" in new_rows.columns
+    sql = _plan(store, choice, new_rows, policy, now, delete, lock, rejects)
+    if sql is None:
+        plan = store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),)))
     else:
-        rows = rows.withColumn("_trev", F.lit(None).cast("bigint"))
-    dup = F.lit(False)
-    dedup_parts = []
-    if policy.duplicate_detection is not None:
-        window_us = int(policy.duplicate_detection / timedelta(microseconds=1))
-        hist = m.where(f"kind = '{DEDUP}'").select(
-            "pid", "message_id", F.col("dedup_until").alias("_dedup_until"),
-            F.col("rev").alias("_drev"))
-        same_id = Window.partitionBy("pid", "message_id")
-        rows = (rows.join(hist, ["pid", "message_id"], "left")
-                # The first occurrence of an id: the lowest position (all its copies).
-                .withColumns({"_first": F.col("pos") == F.min("pos").over(same_id),
-                              "_one": F.row_number().over(same_id.orderBy("seq")) == 1}))
-        dup = (F.col("message_id").isNotNull() & (
-            ~F.col("_first") | (F.col("_dedup_until").isNotNull()
-                                & (F.col("enqueued_time") < F.col("_dedup_until")))))
-        rows = rows.withColumn("_dup", dup)
-        # New history entries, one per id first seen.
-        fresh = rows.where("message_id IS NOT NULL AND NOT _dup AND _trev IS NULL AND _one")
-        dedup_rows = (fresh.select(
-            "pid", F.concat(F.lit("d:"), F.col("message_id")).alias("k"),
-            F.lit(DEDUP).alias("kind"), F.coalesce("_drev", F.lit(0)).alias("rev"),
-            "seq", F.lit(None).cast("string").alias("state"),
-            F.expr(f"timestamp_micros(unix_micros(enqueued_time) + {window_us})")
-            .alias("dedup_until"), "message_id",
-            F.when(F.col("_drev").isNull(), F.lit("insert")).otherwise(F.lit("update"))
-            .alias("_op"), F.col("_drev").alias("_rev")))
-        dedup_parts.append(to_source(dedup_rows))
-    else:
-        rows = rows.withColumn("_dup", F.lit(False))
-    expired = expired_sql(policy, now, dead_letter=store.dead_letter)
-    # A subscription's rows whose filter failed to evaluate arrive with their dead-letter
-    # reason set (TOPIC-5): they go to the dead-letter queue, never to a receiver.
-    failed = (F.col("dead_letter_reason").isNotNull() if "dead_letter_reason" in rows.columns
-              else F.lit(False))
-    rows = rows.withColumns({
-        "_failed": failed, "_cancelled": F.col("_trev").isNotNull(),
-        "_expired": F.expr(expired), "_visible": F.expr(f"visible_at <= {now_sql}"),
-        "_live": ~F.col("_dup") & F.col("_trev").isNull() & (F.col("kind") == MSG)})
-    parts = []
-    if tombstones:  # tombstones of cancelled messages are consumed (once, whatever copies)
-        parts.append(to_source(
-            rows.where("_cancelled").select("pid", F.col("_tk").alias("k"),
-                                            F.lit(MSG).alias("kind"),
-                                            F.col("_trev").alias("_rev"),
-                                            F.lit("delete").alias("_op")).dropDuplicates(["pid", "k"])))
-    ready = F.col("_live") & ~F.col("_failed") & F.col("_visible") & ~F.col("_expired")
-    handed = ready & F.col("_hand")
-    base = rows.withColumn("rev", F.lit(0).cast("bigint"))
-    # Handed out now.
-    if delete:
-        parts.append(to_source(base.where(handed), out=True))
-    else:
-        locked = grant(base.where(handed), prefix, lock_until, first=True).withColumn(
-            "_op", F.lit("insert"))
-        parts.append(to_source(locked, out=True))
-    # Copies past the batch of a message whose first copies were handed out: registered
-    # free, as active messages (a position is registered whole, TOPIC-5).
-    waiting = base.where(ready & ~F.col("_hand")).withColumns(
-        {"state": F.lit(ACTIVE), "delivery_count": F.lit(0), "_op": F.lit("insert")})
-    parts.append(to_source(waiting))
-    # Scheduled for later: registered, invisible until its time.
-    later = base.where(F.col("_live") & ~F.col("_failed") & ~F.col("_visible")).withColumns(
-        {"state": F.lit(SCHEDULED), "delivery_count": F.lit(0), "_op": F.lit("insert")})
-    parts.append(to_source(later))
-    # Expired on arrival: dead-lettered (when the entity says so) or dropped.
-    if policy.dead_letter_on_expiration and not store.dead_letter:
-        dead = base.where(F.col("_live") & ~F.col("_failed") & F.col("_visible")
-                          & F.col("_expired")).withColumns({
-            "state": F.lit(DEADLETTERING), "delivery_count": F.lit(0),
-            "dead_letter_reason": F.lit(TTL_EXPIRED_REASON),
-            "dead_letter_error_description": F.lit(TTL_EXPIRED_DESCRIPTION),
-            "_op": F.lit("insert")})
-        parts.append(to_source(dead))
-    if "dead_letter_reason" in rows.columns:
-        rejected = base.where(F.col("_live") & F.col("_failed")).withColumns(
-            {"state": F.lit(DEADLETTERING), "delivery_count": F.lit(0),
-             "_op": F.lit("insert")})
-        parts.append(to_source(rejected))
-    return parts + dedup_parts
+        plan = spark_query(store, sql, new_rows)
+    if guard is not None:  # commits only while the session row is as read
+        plan = plan.unionByName(guard_frame(store, guard))
+    if as_rows and n <= LITERAL_ROWS:
+        rows = plan.collect()
+        apply_rows(store, [r.asDict() for r in rows if r._op is not None], choice.chosen, now)
+        return sorted((r for r in rows if r._out), key=lambda r: r.seq)
+    # a batch too large to pass through the driver twice
+    plan = plan.localCheckpoint(eager=True)
+    source = plan.where("_op IS NOT NULL").drop("_out")
+    merge(store.spark, store.messages_path, source,
+          apply_clauses(choice.chosen, now, store.dead_letter))
+    out = plan.where("_out")
+    if as_rows:
+        return sorted(out.collect(), key=lambda r: r.seq)  # no sort job: rows are few
+    return out
 
 
-def _taken(new_rows, pids, take_new, lock: Optional[Grant] = None):
-    """The new rows a receive registers: per partition, the first ``take_new[p]`` in order of
-    position and copy (``_hand``: handed out), and the other copies of the last position
-    taken, so that a position is never registered in part (its frontier passes all its
-    copies at once). A session receive registers every row read and hands out the first
-    ``lock.new_limit`` of its session's."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    if lock is not None and lock.session_id is not None:
-        mine = F.coalesce(F.col("session_id") == F.lit(lock.session_id), F.lit(False))
-        in_order = Window.partitionBy("pid", "_mine").orderBy("pos", "seq")
-        return (new_rows.withColumn("_mine", mine)
-                .withColumn("_hand", F.col("_mine")
-                            & (F.row_number().over(in_order) <= F.lit(lock.new_limit)))
-                .drop("_mine"))
-    takes = case_by_pid({p: take_new.get(p, 0) for p in pids})
-    order = Window.partitionBy("pid").orderBy("pos", "seq")
-    return (new_rows.withColumn("_hand", F.row_number().over(order) <= F.expr(takes))
-            .withColumn("_last", F.max(F.when(F.col("_hand"), F.col("pos")))
-                        .over(Window.partitionBy("pid")))
-            .where("pos <= _last").drop("_last"))
+def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: datetime,
+                          delete: bool, lock: Grant):
+    """Run the plan in DataFusion (the messages table, and the new rows it can take as a
+    literal relation) and commit it with delta-rs's MERGE: no Spark. Returns the handed-out
+    rows, as Rows sorted by sequence number."""
+    sql = _plan(store, choice, new_rows, policy, now, delete, lock)
+    if sql is None:
+        return []
+    rows = query(store, sql, _taken_rows(new_rows or [], choice), fast=True)
+    apply_rows(store, [r.asDict() for r in rows if r._op is not None], choice.chosen, now)
+    return sorted((r for r in rows if r._out), key=lambda r: r.seq)
 
 
-def _frontier_rows(store, frontier_rows, revs, new_rows, take_new):
-    """Frontier rows: literal where a partition took all it read, else the last row taken
-    (from the inbox rows read). ``_rev`` comes from the same read as the frontiers the plan
-    started from, so a concurrent registration trips the guard."""
-    from pyspark.sql import functions as F
-
-    fixed = {p: v for p, v in frontier_rows if v is not None}
-    partial = [p for p, v in frontier_rows if v is None]
-    parts = []
-    if fixed:
-        values = ", ".join(f"({int(p)}, CAST({int(v)} AS BIGINT), "
-                           f"CAST({sql_literal(revs.get(p))} AS BIGINT))"
-                           for p, v in fixed.items())
-        parts.append(store.spark.sql(f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev)"))
-    if partial:
-        known = {p: revs[p] for p in partial if p in revs}
-        revs_sql = case_by_pid(known, default="NULL") if known else "NULL"
-        parts.append(
-            _taken(new_rows.where(f"pid IN ({pid_list(partial)})"), partial, take_new)
-            .groupBy("pid").agg(F.max("pos").alias("seq"))
-            .withColumn("_rev", F.expr(f"CAST({revs_sql} AS BIGINT)")))
-    rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    return to_source(rows.select(
-        "pid", "seq", "_rev", F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
-        F.coalesce(F.col("_rev"), F.lit(0)).alias("rev"),
-        F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update"))
-        .alias("_op")))
+def _taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
+    """Of the new rows read (a queue's: one copy per position), those a plan can take: per
+    chosen partition the first ``take_new`` in sequence order. The plan takes the same; the
+    rest would only make its literal relation longer."""
+    by_pid: Dict[int, List[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["seq"]):
+        by_pid.setdefault(row["pid"], []).append(row)
+    return [row for p in choice.chosen
+            for row in by_pid.get(p, [])[:choice.take_new.get(p, 0)]]
 
 
 def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
     """Move idle partitions' frontiers past versions that held nothing for them."""
     def step():
-        m = store.messages().where(f"pid IN ({', '.join(map(str, pids))}) "
-                                  f"AND kind = '{FRONTIER}'")
-        current = {r.pid: (r.seq, r.rev) for r in m.select("pid", "seq", "rev").collect()}
+        where = f"pid IN ({', '.join(map(str, pids))}) AND kind = '{FRONTIER}'"
+        found = (rs.select(store.messages_path, where, len(pids))
+                 if store.engine.reads(store.messages_path) else None)
+        if found is None:
+            found = [r.asDict() for r in store.messages().where(where)
+                     .select("pid", "seq", "rev").collect()]
+        current = {r["pid"]: (r["seq"], r["rev"]) for r in found}
         rows = []
         for p in pids:
             seq, rev = current.get(p, (-1, None))
@@ -450,24 +290,25 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
         guard = None
         if session is not None:
             guard = sessions.guard_row(sessions.check_held(store, session, now, what))
-        rows, pids = store.rows_by_seq(seqs, f"{free} AND NOT ({expired})")
+        where, pids = by_seq(store, seqs, f"{free} AND NOT ({expired})")
         if delete:
-            plan = as_ops(rows, "delete", out=True)
-        elif session is not None:
-            plan = as_ops(grant(rows, session.grant_prefix, session.locked_until, state=None),
-                          "update", out=True)
+            values = {"_op": "'delete'"}
         else:
-            plan = as_ops(grant(rows, lock_token_prefix(), now + policy.lock_duration,
-                                state=None), "update", out=True)
-        if guard is not None:
-            plan = plan.unionByName(guard_frame(store, guard))
-            pids = sorted(set(pids) | {session.pid})
-        rows = plan.collect()  # the plan once: what is committed is what is returned
-        found = sorted((r for r in rows if r._out), key=lambda r: r.seq)  # no sort job
+            prefix, until = ((session.grant_prefix, session.locked_until) if session is not None
+                             else (lock_token_prefix(), now + policy.lock_duration))
+            values = {**grant(prefix, until, state=None), "_op": "'update'"}
+        values = {**{c: c for c in COLUMN_NAMES}, "_rev": "rev", **values}
+        # The plan once: what is committed is what is returned.
+        rows = query(store, f"SELECT {source(values, out=True)} FROM {{M}} WHERE {where}")
+        found = sorted(rows, key=lambda r: r.seq)  # no sort job
         missing = sorted(set(seqs) - {r.seq for r in found})
         if missing:
             raise _unavailable(store, missing, f"{free} AND {expired}", what)
-        apply_rows(store, [r.asDict() for r in rows], pids, now)
+        changes = [r.asDict() for r in rows]
+        if guard is not None:  # commits only while the session row is as read
+            changes.append(guard)
+            pids = sorted(set(pids) | {session.pid})
+        apply_rows(store, changes, pids, now)
         if session is not None:
             session.rev += 1  # the guard row rewrote the session row
         return found
@@ -478,8 +319,8 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
 def _unavailable(store, missing: List[int], expired_where: str, what: str):
     """The error for deferred messages ``missing`` from a receive: which of them expired
     (``expired_where``), and which are not available at all."""
-    gone = sorted(r.seq for r in store.rows_by_seq(missing, expired_where)[0]
-                  .select("seq").collect())
+    where, _ = by_seq(store, missing, expired_where)
+    gone = sorted(r.seq for r in query(store, f"SELECT seq FROM {{M}} WHERE {where}"))
     others = [s for s in missing if s not in gone]
     parts = [f"deferred message(s) {gone} expired (their time to live is over)"] if gone else []
     if others:

@@ -21,7 +21,7 @@ from . import schema
 from . import rs
 from .engines import Engine, resolve_engine
 from .apply import Clause, MergeSpec, merge_literal
-from .delta import GuardTripped, create_table, retry, run_guarded, sql_literal
+from .delta import GuardTripped, create_table, latest_version, retry, run_guarded, sql_literal
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,22 @@ class Registry:
 
     def exists(self) -> bool:
         if not self._known_to_exist:
-            from delta.tables import DeltaTable
+            if self.engine.reads(self.path):
+                self._known_to_exist = rs.table_ready(self.path, (), ())
+            else:
+                from delta.tables import DeltaTable
 
-            self._known_to_exist = DeltaTable.isDeltaTable(self.spark, self.path)
+                self._known_to_exist = DeltaTable.isDeltaTable(self.spark, self.path)
         return self._known_to_exist
+
+    def version(self) -> int:
+        """The registry's latest version, -1 when there is no registry yet (delta-rs reads
+        a local one's log: no JVM)."""
+        if not self.exists():
+            return -1
+        if self.engine.reads(self.path):
+            return rs.version(self.path)
+        return latest_version(self.spark, self.path)
 
     def _read(self, keep: Callable[[dict], bool]) -> List[RegistryRow]:
         """The rows ``keep`` accepts, by key. The registry is small: it is read whole and

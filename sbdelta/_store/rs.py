@@ -168,6 +168,53 @@ def inbox_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
         return None
 
 
+def version(path: str) -> int:
+    """The local table's latest version (delta-rs reads its log; errors propagate: only
+    for tables the caller's engine gives to delta-rs)."""
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(local_table(path)).version())
+
+
+def inbox_rows(path: str, frontiers: Dict[int, int], lo: int, hi: int,
+               seq_of: Callable[[int, int, int], int]) -> List[dict]:
+    """The rows the local inbox's versions ``lo``..``hi`` inserted in the partitions of
+    ``frontiers`` past each one's frontier, as dicts of the inbox's columns with ``seq``
+    (``seq_of(pid, version, idx)``, SEND-3) and ``pos`` (a queue's position: its ``seq``).
+    Errors propagate, as for :func:`version`."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    changes = pa.table(DeltaTable(local_table(path)).load_cdf(
+        starting_version=lo, ending_version=hi).read_all())
+    found = []
+    for row in changes.to_pylist():
+        pid = row["pid"]
+        if row["_change_type"] != "insert" or pid not in frontiers:
+            continue
+        seq = seq_of(pid, row["_commit_version"], row["idx"])
+        if seq > frontiers[pid]:
+            for name in ("_change_type", "_commit_version", "_commit_timestamp"):
+                row.pop(name, None)
+            row["seq"] = row["pos"] = seq
+            found.append(row)
+    return found
+
+
+#: The name :func:`query` gives the table it reads.
+QUERIED = "sbdelta_table"
+
+
+def query(path: str, sql: str) -> List[dict]:
+    """The rows of ``sql`` (Spark SQL as sbdelta writes it, :mod:`.datafusion` translates it)
+    run by DataFusion with the local table ``path`` as :data:`QUERIED`. Errors propagate."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    builder = QueryBuilder().register(QUERIED, DeltaTable(local_table(path)))
+    return pa.table(builder.execute(translate(sql)).read_all()).to_pylist()
+
+
 def vacuum_candidates(path: str, retain_hours: float) -> Optional[int]:
     """How many files a VACUUM keeping ``retain_hours`` could delete: files the table no longer
     references, or never did, older than that (whole hours, rounded down, so never fewer than

@@ -16,12 +16,12 @@ import pytest
 from chispa import assert_df_equality
 
 from sbdelta import (ConfigurationError, MessageLockLostError, ServiceBusClient,
-                     ServiceBusMessage)
+                     ServiceBusMessage, ServiceBusSubQueue)
 from sbdelta._store import resolve_engine, rs
 from sbdelta._store.apply import apply_rows
 from sbdelta._store.delta import GuardTripped, local_path
 from sbdelta._store.inbox import inbox_range
-from sbdelta._store.layout import frontier_at, msg_key, sequence_number
+from sbdelta._store.layout import PID_SHIFT, frontier_at, msg_key, sequence_number
 from sbdelta._store.locks import Policy
 from sbdelta._store.messages import MessageStore
 from sbdelta._store.receive import partition_stats
@@ -167,6 +167,165 @@ def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delt
         **{locked[i].sequence_number: ("ACTIVE", False) for i in (1, 6, 7)},
         locked[3].sequence_number: ("DEFERRED", False),
         **{locked[i].sequence_number: ("ACTIVE", True) for i in (5, 10, 11)}}
+
+
+def test_recv_1_2_4_5_send_6_ttl_4_6_receives_hand_out_and_write_the_same_through_delta_rs_and_spark(
+        spark, tmp_path, clock, monkeypatch):
+    """A receive's plan is one SQL text (``_store/receive_plan.py``): Spark runs it over the
+    messages table and the change feed, delta-rs's DataFusion over the same table and the
+    inbox rows it read, and the MERGE commits it. The same receives on two copies of one
+    namespace, with the same clock, lock grants and partition rotation, must hand out the same
+    messages with the same locks and delivery counts and leave the same tables: new rows
+    registered in part (the frontier stops at the last one taken) and whole, duplicates
+    dropped (SEND-6), a cancelled scheduled message never delivered, a scheduled one
+    registered for later, a message expired on arrival and one expired while registered
+    dead-lettered (TTL-4/6), one at the delivery limit dead-lettered (RECV-5), lock expiry
+    making messages claimable again (RECV-4), ReceiveAndDelete removing them (RECV-1). After
+    each receive a peek of every partition reads the same rows through both engines. Under
+    the engine ``delta-rs`` no Spark plan runs and delta-rs makes every commit."""
+    from sbdelta._store import receive
+
+    ns = tmp_path / "ns"
+    lock, ttl, window = timedelta(minutes=1), timedelta(hours=2), timedelta(minutes=10)
+    ServiceBusAdministrationClient(str(ns), spark=spark, clock=clock, engine="spark").create_queue(
+        "q", enable_partitioning=True, lock_duration=lock, max_delivery_count=2,
+        default_message_time_to_live=ttl, dead_lettering_on_message_expiration=True,
+        requires_duplicate_detection=True, duplicate_detection_history_time_window=window)
+    with ServiceBusClient(str(ns), spark=spark, clock=clock, engine="spark") as client:
+        sender = client.get_queue_sender("q")
+        for batch in range(3):
+            sender.send_messages([ServiceBusMessage(f"b{batch}m{i}",  # the id is the key
+                                                    message_id=f"id{(batch * 5 + i) % 9}",
+                                                    application_properties={"i": i},
+                                                    subject=f"s{batch}")
+                                  for i in range(5)])
+        sender.send_messages([ServiceBusMessage("short", partition_key="k0", message_id="s",
+                                                time_to_live=timedelta(minutes=3))])
+        sender.schedule_messages(ServiceBusMessage("later", partition_key="k1"),
+                                 START + timedelta(minutes=30))
+        cancelled = sender.schedule_messages(ServiceBusMessage("never", partition_key="k0"),
+                                             START + timedelta(minutes=30))
+        sender.cancel_scheduled_messages(cancelled)
+        folder = client._entities.queue("q").store.folder
+        partitions = client._entities.queue("q").store.partitions
+    relative = Path(local_path(folder)).relative_to(ns)
+    copies = {engine: tmp_path / engine for engine in ("delta-rs", "spark")}
+    for copy in copies.values():
+        shutil.copytree(ns, copy)
+    policy = Policy(lock, 2, ttl, True, window)
+    steps = [  # (minutes after START, how many, ReceiveAndDelete?, abandon what it got?)
+        (0, 3, False, True), (0, 4, False, False), (2, 6, False, True), (2, 1, True, False),
+        (4, 20, False, True), (6, 20, False, False), (40, 20, True, False),
+        (200, 20, False, False)]
+    results, stores = {}, {}
+    for engine, copy in copies.items():
+        store = stores[engine] = MessageStore(spark, str(copy / relative), partitions,
+                                              engine=resolve_engine(engine))
+        grants = iter(f"{i:016x}" for i in range(1, 100))
+        with monkeypatch.context() as patch:
+            patch.setattr(receive, "lock_token_prefix", lambda: next(grants))
+            patch.setattr(receive.random, "randrange", lambda n: 0)
+            if engine == "delta-rs":
+                patch.setattr(receive, "_commit_with_spark", None)  # would fail if called
+            before = deltalake.DeltaTable(local_path(store.messages_path)).version()
+            handed = []
+            for minutes, n, delete, abandon in steps:
+                now = START + timedelta(minutes=minutes)
+                got, _ = store.acquire(n, policy=policy, now=now, delete=delete, as_rows=True)
+                handed.append([(r.seq, r.lock_token, r.delivery_count, r.message_id,
+                                bytes(r.body), r.application_properties, r.subject)
+                                for r in got])
+                # Peek reads the same tables the same way (registered rows and the inbox
+                # past the frontier, tombstones hiding cancelled messages).
+                handed.append([(r.seq, r.message_id, bytes(r.body), r.application_properties,
+                                r.asDict().get("state"))
+                               for p in range(partitions)
+                               for r in store.peek(50, p << PID_SHIFT, now)[0]])
+                if abandon and got:
+                    settle_messages(store, [Locked(r.seq, r.lock_token) for r in got],
+                                    Settlement(Disposition.ABANDON, max_delivery_count=2),
+                                    now, what="abandon")
+            results[engine] = handed
+            history = deltalake.DeltaTable(local_path(store.messages_path)).history()
+            writers = {"delta-rs" in h.get("clientVersion", "") for h in history
+                       if h["version"] > before}
+            assert writers == {engine == "delta-rs"}, history
+    assert results["delta-rs"] == results["spark"]
+    # What the steps covered: duplicates dropped, the cancelled one never handed out, the
+    # abandoned ones redelivered, and every kind of step handed out something.
+    received = results["spark"][0::2]
+    assert all(received[i] for i in (0, 1, 2, 3, 4)), received
+    assert all(results["spark"][1::2][:3]), results["spark"]  # peeks saw messages
+    flat = [m for step in received for m in step]
+    assert not any(m[4] in (b"never", b"short") for m in flat)
+    bodies = {}
+    for _, _, _, message_id, body, _, _ in flat:
+        bodies.setdefault(message_id, set()).add(body)
+    assert set(bodies) == {f"id{i}" for i in range(9)} | {None}, bodies  # None: "later"
+    assert all(len(b) == 1 for i, b in bodies.items() if i is not None), bodies  # SEND-6
+    assert max(m[2] or 0 for m in flat) == 2
+    for table in ("messages", "dead"):
+        paths = {e: (s.messages_path if table == "messages"
+                     else s.dead_letter_store().messages_path) for e, s in stores.items()}
+        assert_df_equality(_frozen(spark, paths["delta-rs"]), _frozen(spark, paths["spark"]),
+                           ignore_row_order=True)
+    dead = _frozen(spark, stores["spark"].dead_letter_store().messages_path)
+    assert {r.dead_letter_reason for r in dead.collect()} == {
+        "TTLExpiredException", "MaxDeliveryCountExceeded"}
+
+
+#: A client in a process of its own: every call the SDK's single-message programs make, then
+#: whether this process started a JVM.
+_WITHOUT_SPARK = """
+import json, sys
+from datetime import timedelta
+from pyspark import SparkContext
+from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+with ServiceBusClient(sys.argv[1], engine="delta-rs") as client:
+    client.get_queue_sender("q").send_messages([ServiceBusMessage(f"m{i}") for i in range(6)])
+    receiver = client.get_queue_receiver("q", max_wait_time=0)
+    got = receiver.receive_messages(4)
+    receiver.complete_message(got[0])
+    receiver.abandon_message(got[1])
+    receiver.defer_message(got[2])
+    receiver.renew_message_lock(got[3])
+    receiver.dead_letter_message(got[3], reason="checked")
+    deferred = receiver.receive_deferred_messages([got[2].sequence_number])
+    receiver.complete_message(deferred[0])
+    taker = client.get_queue_receiver("q", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                                      max_wait_time=0)
+    peeked = [str(m) for m in receiver.peek_messages(10)]
+    taken = taker.receive_messages(10)
+print(json.dumps({"bodies": sorted(str(m) for m in got + taken), "peeked": peeked,
+                  "jvm": SparkContext._gateway is not None}))
+"""
+
+
+def test_recv_1_settle_1_4_a_delta_rs_client_sends_receives_and_settles_without_a_jvm(
+        spark, tmp_path):
+    """Issue 16: under the engine ``delta-rs`` a client on a local namespace that never asks
+    for a DataFrame starts no JVM: sends, PeekLock and ReceiveAndDelete receives, complete,
+    abandon, defer and receive by sequence number, renew, dead-letter and peek all run through
+    delta-rs (Spark starts on first use only, :class:`sbdelta._spark.LazySpark`)."""
+    import json
+
+    from ..conftest import run_python
+
+    ns = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(ns, spark=spark).create_queue("q")
+    proc = run_python("-c", _WITHOUT_SPARK, ns)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["jvm"] is False
+    # m1 was abandoned and came back to the ReceiveAndDelete receive with m4 and m5.
+    assert report["bodies"] == ["m0", "m1", "m1", "m2", "m3", "m4", "m5"]
+    assert report["peeked"] == ["m1", "m4", "m5"]
+    with ServiceBusClient(ns, spark=spark) as client:
+        assert client.get_queue_receiver("q").peek_messages(10) == []
+        dead = client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        assert [(str(m), m.dead_letter_reason) for m in dead.peek_messages(10)] == [
+            ("m3", "checked")]
 
 
 @pytest.mark.parametrize("engine, sends, settles", [

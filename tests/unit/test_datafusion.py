@@ -29,6 +29,20 @@ def test_only_literals_are_rewritten():
         "'Timestamp(Microsecond, Some(\"UTC\"))') AND body = X'00ff' AND reason = 'x''y'")
 
 
+def test_the_names_datafusion_spells_differently_are_rewritten_outside_literals_only():
+    """A receive's plan (``_store/receive_plan.py``) is one SQL text for both engines: Spark's
+    ``hex`` is DataFusion's ``to_hex``, ``BINARY`` is ``BYTEA``, and a typed NULL timestamp
+    must be the Delta column's type; the same words inside a string literal stay."""
+    sql = ("lpad(hex(seq), 16, '0') = 'hex(' AND CAST(NULL AS BINARY) IS NULL "
+           "AND CAST(NULL AS TIMESTAMP) IS NULL AND to_hex(1) = 'AS BINARY'")
+    assert translate(sql) == (
+        "lpad(to_hex(seq), 16, '0') = 'hex(' AND CAST(NULL AS BYTEA) IS NULL "
+        "AND arrow_cast(NULL, 'Timestamp(Microsecond, Some(\"UTC\"))') IS NULL "
+        "AND to_hex(1) = 'AS BINARY'")
+    assert _select(translate("lower(lpad(hex(CAST(255 AS BIGINT)), 4, '0'))")) == "00ff"
+    assert _select(translate("CAST(NULL AS BINARY)")) is None
+
+
 def _select(expression):
     """The value of ``expression`` as DataFusion (delta-rs's query engine) computes it."""
     result = pa.table(QueryBuilder().execute(f"SELECT {expression} AS v").read_all())

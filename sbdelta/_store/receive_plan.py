@@ -1,0 +1,283 @@
+"""A receive's plan as ONE SQL query, written once and run by either engine.
+
+The plan is the apply-MERGE source of one receive (:mod:`.receive`): which registered
+messages it locks (or removes), which free ones it dead-letters or drops, which new inbox rows
+it registers (locked, waiting, scheduled, duplicates dropped, cancellations honoured) and where
+each partition's frontier moves; ``_out`` marks what is handed out. It reads two relations:
+
+``{M}``  the entity's ``messages`` table;
+``{N}``  the new inbox rows read past the frontiers (inbox columns, ``seq`` and ``pos``).
+
+:func:`plan_sql` writes the query in Spark SQL with those two placeholders. Spark runs it over
+temporary views (the table, and the change-feed DataFrame the receive read); delta-rs's
+DataFusion runs it, translated (:mod:`.datafusion`), over the registered table and a literal
+VALUES relation of the rows read (:func:`values_cte`). Only functions both engines share are
+used: ``row_number``/``min``/``max`` windows, ``CASE``, ``coalesce``, ``concat``, ``lpad``,
+``CAST``, comparisons, and interval literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Dict, List, Optional, Sequence, Set
+
+from .apply import SOURCE_COLUMNS
+from .delta import sql_literal
+from .expiry import expiry_marks
+from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
+                     INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED, TTL_EXPIRED_DESCRIPTION,
+                     TTL_EXPIRED_REASON, case_by_pid, key_sql, pid_list)
+from .locks import Policy, conditions, expired_sql, grant
+
+#: The columns of ``{N}`` the plan reads (a subscription's rows may add dead_letter_reason).
+NEW_COLUMNS = (("pid", "INT"), ("kind", "STRING"), ("seq", "BIGINT"), ("pos", "BIGINT")) + \
+    MESSAGE_FIELDS
+#: Of those, the ones a plan's conditions read: the rest only pass through, so a literal
+#: relation of new rows may leave them NULL and have them filled in after (:func:`values_cte`).
+DECIDING = ("pid", "kind", "seq", "pos", "message_id", "session_id", "enqueued_time",
+            "scheduled_enqueue_time", "expires_at")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """How a receive locks what it hands out: the grant prefix of the lock tokens and when the
+    locks end; for a session receive, the session id and how many new rows it may hand out."""
+
+    prefix: str
+    until: datetime
+    session_id: Optional[str] = None
+    new_limit: int = 0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a receive decided to plan, from its statistics: per chosen partition how many
+    registered (``take_old``) and new (``take_new``) messages to take, the frontier rows'
+    revisions read (``revs``), how many new rows each partition had (``new_counts``) up to
+    inbox version ``hi``, whether some chosen partition has messages needing action
+    (``act``), and which hold cancellation tombstones."""
+
+    chosen: Sequence[int]
+    take_old: Dict[int, int]
+    take_new: Dict[int, int]
+    revs: Dict[int, int]
+    hi: int
+    new_counts: Dict[int, int]
+    act: bool
+    tombstones: Set[int]
+
+
+def _typed(expr: str, kind: str) -> str:
+    if kind == "TIMESTAMP" and expr != "NULL":
+        return expr
+    return f"CAST({expr} AS {kind})"
+
+
+def source(values: Dict[str, str], *, out: bool = False) -> str:
+    """A SELECT list in the apply-MERGE source shape (:data:`.apply.SOURCE_COLUMNS`, then
+    ``_out``): ``values`` maps a column to its SQL; the others are NULL (``_guard``:
+    STALE)."""
+    cols = []
+    for name, kind in SOURCE_COLUMNS:
+        expr = values.get(name, "'STALE'" if name == "_guard" else "NULL")
+        cols.append(f"{_typed(expr, kind)} AS {name}")
+    return ", ".join(cols) + f", {'TRUE' if out else 'FALSE'} AS _out"
+
+
+def _row(columns: Sequence[str], **changes: str) -> Dict[str, str]:
+    return {**{c: c for c in columns}, **changes}
+
+
+def plan_sql(choice: Choice, policy: Policy, now: datetime, *, delete: bool, lock: Grant,
+             dead_letter: bool, duplicate_detection: Optional[timedelta],
+             new_rows: bool, rejects: bool = False) -> Optional[str]:
+    """The plan's query (Spark SQL, with ``{M}`` and ``{N}`` placeholders), or None when it
+    has nothing to do. ``new_rows``: ``{N}`` holds rows read past the frontiers;
+    ``rejects``: they carry ``dead_letter_reason`` (a subscription's filter errors, TOPIC-5)."""
+    claimable, action, _ = conditions(policy, now, dead_letter=dead_letter)
+    if lock.session_id is not None:
+        claimable = f"({claimable}) AND session_id = {sql_literal(lock.session_id)}"
+    chosen = choice.chosen
+    ctes = [f"m AS (SELECT * FROM {{M}} WHERE pid IN ({pid_list(chosen)}))"]
+    parts: List[str] = []
+
+    # 1. Registered messages that are free: lock them (or delete them: ReceiveAndDelete).
+    if any(choice.take_old.values()):
+        ctes.append(f"old0 AS (SELECT m.*, row_number() OVER (PARTITION BY pid ORDER BY seq) "
+                    f"AS _rn FROM m WHERE {claimable})")
+        ctes.append(f"old AS (SELECT * FROM old0 WHERE _rn <= {case_by_pid(choice.take_old)})")
+        if delete:
+            removed = _row(COLUMN_NAMES, _op="'delete'", _rev="rev")
+            parts.append(f"SELECT {source(removed, out=True)} FROM old")
+        else:
+            locked = _row(COLUMN_NAMES, _op="'update'", _rev="rev",
+                          **grant(lock.prefix, lock.until))
+            parts.append(f"SELECT {source(locked, out=True)} FROM old")
+
+    # 2. Free messages that expired or reached the delivery limit: dead-letter or drop.
+    if choice.act and not dead_letter:
+        to_dlq, marks = expiry_marks(policy)
+        ctes.append(f"act AS (SELECT * FROM m WHERE {action} "
+                    f"AND state <> '{DEADLETTERING}' LIMIT 10000)")
+        dropped = _row(COLUMN_NAMES, _op="'delete'", _rev="rev")
+        marked = _row(COLUMN_NAMES, _op="'update'", _rev="rev", **marks)
+        parts.append(f"SELECT {source(dropped)} FROM act WHERE NOT {to_dlq}")
+        parts.append(f"SELECT {source(marked)} FROM act WHERE {to_dlq}")
+
+    # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
+    taking = new_rows and any(choice.take_new.get(p) for p in chosen)
+    if taking:
+        _register(ctes, parts, choice, policy, now, delete, lock, dead_letter,
+                  duplicate_detection, rejects)
+
+    # 4. Frontiers of the chosen partitions that took new rows.
+    if taking:
+        _frontiers(ctes, parts, choice, lock)
+    if not parts:
+        return None
+    return f"WITH {', '.join(ctes)}\n" + "\nUNION ALL\n".join(parts)
+
+
+def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete: bool,
+              lock: Grant, dead_letter: bool, duplicate_detection: Optional[timedelta],
+              rejects: bool) -> None:
+    chosen = choice.chosen
+    columns = [n for n, _ in NEW_COLUMNS] + (["dead_letter_reason"] if rejects else [])
+    ctes.append(f"n0 AS (SELECT {', '.join(columns)} FROM {{N}} "
+                f"WHERE pid IN ({pid_list(chosen)}))")
+    # The rows taken: per partition the first take_new in order of position and copy
+    # (``_hand``: handed out), and the other copies of the last position taken, so that a
+    # position is never registered in part (its frontier passes all its copies at once). A
+    # session receive registers every row read and hands out the first new_limit of its own.
+    if lock.session_id is not None:
+        ctes.append(f"n1 AS (SELECT n0.*, coalesce(session_id = {sql_literal(lock.session_id)},"
+                    " FALSE) AS _mine FROM n0)")
+        ctes.append("n2 AS (SELECT n1.*, row_number() OVER (PARTITION BY pid, _mine ORDER BY "
+                    "pos, seq) AS _rn FROM n1)")
+        ctes.append(f"taken AS (SELECT {', '.join(columns)}, "
+                    f"_mine AND _rn <= {int(lock.new_limit)} AS _hand FROM n2)")
+    else:
+        takes = case_by_pid({p: choice.take_new.get(p, 0) for p in chosen})
+        ctes.append("n1 AS (SELECT n0.*, row_number() OVER (PARTITION BY pid ORDER BY pos, seq) "
+                    "AS _rn FROM n0)")
+        ctes.append(f"n2 AS (SELECT n1.*, _rn <= {takes} AS _hand FROM n1)")
+        ctes.append("n3 AS (SELECT n2.*, max(CASE WHEN _hand THEN pos END) OVER "
+                    "(PARTITION BY pid) AS _last FROM n2)")
+        ctes.append(f"taken AS (SELECT {', '.join(columns)}, _hand FROM n3 WHERE pos <= _last)")
+    ctes.append(f"r0 AS (SELECT taken.*, {key_sql('seq')} AS k, {key_sql('pos')} AS _tk, "
+                "coalesce(scheduled_enqueue_time, enqueued_time) AS visible_at FROM taken)")
+    # Cancelled (or swept) before registration: a tombstone waits under the key of the
+    # message's position (every copy a subscription makes of it is cancelled).
+    tombstones = sorted(choice.tombstones)
+    if tombstones:
+        ctes.append(f"tomb AS (SELECT pid AS _tpid, k AS _tkey, rev AS _trev FROM m "
+                    f"WHERE pid IN ({pid_list(tombstones)}) AND kind = '{MSG}' "
+                    f"AND state = '{CANCELLED}')")
+        ctes.append("r1 AS (SELECT r0.*, tomb._trev FROM r0 LEFT JOIN tomb "
+                    "ON r0.pid = tomb._tpid AND r0._tk = tomb._tkey)")
+    else:
+        ctes.append("r1 AS (SELECT r0.*, CAST(NULL AS BIGINT) AS _trev FROM r0)")
+    if duplicate_detection is not None:
+        micros = int(duplicate_detection / timedelta(microseconds=1))
+        ctes.append(f"hist AS (SELECT pid AS _hpid, message_id AS _hmid, dedup_until AS "
+                    f"_dedup_until, rev AS _drev FROM m WHERE kind = '{DEDUP}')")
+        ctes.append("r2 AS (SELECT r1.*, hist._dedup_until, hist._drev FROM r1 LEFT JOIN hist "
+                    "ON r1.pid = hist._hpid AND r1.message_id = hist._hmid)")
+        # The first occurrence of an id: the lowest position (all its copies).
+        ctes.append("r3 AS (SELECT r2.*, pos = min(pos) OVER (PARTITION BY pid, message_id) "
+                    "AS _first, row_number() OVER (PARTITION BY pid, message_id ORDER BY seq) "
+                    "AS _nth FROM r2)")
+        ctes.append("r AS (SELECT r3.*, (message_id IS NOT NULL AND (NOT _first OR "
+                    "(_dedup_until IS NOT NULL AND enqueued_time < _dedup_until))) AS _dup "
+                    "FROM r3)")
+        # New history entries, one per id first seen.
+        history = {"pid": "pid", "k": "concat('d:', message_id)", "kind": f"'{DEDUP}'",
+                   "rev": "coalesce(_drev, 0)", "seq": "seq",
+                   "dedup_until": f"enqueued_time + INTERVAL '{micros} microseconds'",
+                   "message_id": "message_id",
+                   "_op": "CASE WHEN _drev IS NULL THEN 'insert' ELSE 'update' END",
+                   "_rev": "_drev"}
+        parts.append(f"SELECT {source(history)} FROM r WHERE message_id IS NOT NULL "
+                     "AND NOT _dup AND _trev IS NULL AND _nth = 1")
+    else:
+        ctes.append("r AS (SELECT r1.*, FALSE AS _dup FROM r1)")
+    expired = expired_sql(policy, now, dead_letter=dead_letter)
+    failed = "dead_letter_reason IS NOT NULL" if rejects else "FALSE"
+    live = f"(NOT _dup AND _trev IS NULL AND kind = '{MSG}')"
+    visible = f"(visible_at <= {sql_literal(now)})"
+    ready = f"({live} AND NOT ({failed}) AND {visible} AND NOT ({expired}))"
+    if tombstones:  # tombstones of cancelled messages are consumed (once, whatever copies)
+        consumed = {"pid": "pid", "k": "_tk", "kind": f"'{MSG}'", "_rev": "_trev",
+                    "_op": "'delete'"}
+        parts.append(f"SELECT DISTINCT {source(consumed)} FROM r WHERE _trev IS NOT NULL")
+    base = [n for n, _ in INBOX_COLUMNS if n not in ("idx",)] + ["seq", "k", "visible_at"] + (
+        ["dead_letter_reason"] if rejects else [])
+    registered = _row(base, rev="0", delivery_count="0", _op="'insert'")
+    # Handed out now.
+    if delete:
+        parts.append(f"SELECT {source(_row(base, rev='0'), out=True)} FROM r "
+                     f"WHERE {ready} AND _hand")
+    else:
+        locked = {**registered, **grant(lock.prefix, lock.until, first=True)}
+        parts.append(f"SELECT {source(locked, out=True)} FROM r WHERE {ready} AND _hand")
+    # Copies past the batch of a message whose first copies were handed out: registered
+    # free, as active messages (a position is registered whole, TOPIC-5).
+    parts.append(f"SELECT {source({**registered, 'state': repr(ACTIVE)})} FROM r "
+                 f"WHERE {ready} AND NOT _hand")
+    # Scheduled for later: registered, invisible until its time.
+    parts.append(f"SELECT {source({**registered, 'state': repr(SCHEDULED)})} FROM r "
+                 f"WHERE {live} AND NOT ({failed}) AND NOT {visible}")
+    # Expired on arrival: dead-lettered (when the entity says so) or dropped.
+    if policy.dead_letter_on_expiration and not dead_letter:
+        dead = {**registered, "state": f"'{DEADLETTERING}'",
+                "dead_letter_reason": sql_literal(TTL_EXPIRED_REASON),
+                "dead_letter_error_description": sql_literal(TTL_EXPIRED_DESCRIPTION)}
+        parts.append(f"SELECT {source(dead)} FROM r WHERE {live} AND NOT ({failed}) "
+                     f"AND {visible} AND ({expired})")
+    if rejects:
+        parts.append(f"SELECT {source({**registered, 'state': repr(DEADLETTERING)})} FROM r "
+                     f"WHERE {live} AND ({failed})")
+
+
+def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
+    """Frontier rows: literal where a partition took all it read, else the last position
+    taken. ``_rev`` comes from the same read as the frontiers the plan started from, so a
+    concurrent registration trips the guard."""
+    from .layout import frontier_at
+
+    fixed, partial = {}, []
+    for p in choice.chosen:
+        if not choice.take_new.get(p):
+            continue
+        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.session_id is not None:
+            fixed[p] = frontier_at(p, choice.hi)
+        else:
+            partial.append(p)
+    rows = [f"SELECT CAST({int(p)} AS INT) AS pid, CAST({int(v)} AS BIGINT) AS seq, "
+            f"CAST({sql_literal(choice.revs.get(p))} AS BIGINT) AS _rev"
+            for p, v in fixed.items()]
+    if partial:
+        known = {p: choice.revs[p] for p in partial if p in choice.revs}
+        revs = case_by_pid(known, default="NULL") if known else "NULL"
+        rows.append(f"SELECT pid, max(pos) AS seq, CAST({revs} AS BIGINT) AS _rev FROM taken "
+                    f"WHERE pid IN ({pid_list(partial)}) GROUP BY pid")
+    if not rows:
+        return
+    ctes.append(f"fr AS ({' UNION ALL '.join(rows)})")
+    frontier = {"pid": "pid", "seq": "seq", "_rev": "_rev", "k": "'f'", "kind": f"'{FRONTIER}'",
+                "rev": "coalesce(_rev, 0)",
+                "_op": "CASE WHEN _rev IS NULL THEN 'insert' ELSE 'update' END"}
+    parts.append(f"SELECT {source(frontier)} FROM fr")
+
+
+def values_cte(rows: Sequence[dict]) -> str:
+    """``{N}`` as a literal relation of new inbox rows (dicts with :data:`NEW_COLUMNS`): the
+    columns in :data:`DECIDING` as literals, the others NULL (the caller fills them in from
+    its rows by sequence number: they only pass through)."""
+    kinds = dict(NEW_COLUMNS)
+    names = [n for n, _ in NEW_COLUMNS]
+    values = ", ".join(
+        "(" + ", ".join(_typed(sql_literal(row[n]) if n in DECIDING else "NULL", kinds[n])
+                        for n in names) + ")" for row in rows)
+    return f"(SELECT * FROM (VALUES {values}) AS v({', '.join(names)}))"
