@@ -30,13 +30,18 @@ from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRON
                      TTL_EXPIRED_REASON, case_by_pid, key_sql, pid_list)
 from .locks import Policy, conditions, expired_sql, grant
 
-#: The columns of ``{N}`` the plan reads (a subscription's rows may add dead_letter_reason).
+#: The columns of ``{N}`` the plan reads (a subscription's rows may add :data:`REJECT_COLUMNS`).
 NEW_COLUMNS = (("pid", "INT"), ("kind", "STRING"), ("seq", "BIGINT"), ("pos", "BIGINT")) + \
     MESSAGE_FIELDS
 #: Of those, the ones a plan's conditions read: the rest only pass through, so a literal
 #: relation of new rows may leave them NULL and have them filled in after (:func:`values_cte`).
 DECIDING = ("pid", "kind", "seq", "pos", "message_id", "session_id", "enqueued_time",
             "scheduled_enqueue_time", "expires_at")
+
+
+#: What a subscription's rules set on a row whose filter or action failed (TOPIC-5): it goes
+#: to the dead-letter queue with them, never to a receiver.
+REJECT_COLUMNS = ["dead_letter_reason", "dead_letter_error_description"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ def plan_sql(choice: Choice, policy: Policy, now: datetime, *, delete: bool, loc
              new_rows: bool, rejects: bool = False) -> Optional[str]:
     """The plan's query (Spark SQL, with ``{M}`` and ``{N}`` placeholders), or None when it
     has nothing to do. ``new_rows``: ``{N}`` holds rows read past the frontiers;
-    ``rejects``: they carry ``dead_letter_reason`` (a subscription's filter errors, TOPIC-5)."""
+    ``rejects``: they carry :data:`REJECT_COLUMNS` (a subscription's filter errors, TOPIC-5)."""
     claimable, action, _ = conditions(policy, now, dead_letter=dead_letter)
     if lock.session_id is not None:
         claimable = f"({claimable}) AND session_id = {sql_literal(lock.session_id)}"
@@ -143,7 +148,7 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
               lock: Grant, dead_letter: bool, duplicate_detection: Optional[timedelta],
               rejects: bool) -> None:
     chosen = choice.chosen
-    columns = [n for n, _ in NEW_COLUMNS] + (["dead_letter_reason"] if rejects else [])
+    columns = [n for n, _ in NEW_COLUMNS] + (REJECT_COLUMNS if rejects else [])
     ctes.append(f"n0 AS (SELECT {', '.join(columns)} FROM {{N}} "
                 f"WHERE pid IN ({pid_list(chosen)}))")
     # The rows taken: per partition the first take_new in order of position and copy
@@ -212,7 +217,7 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
                     "_op": "'delete'"}
         parts.append(f"SELECT DISTINCT {source(consumed)} FROM r WHERE _trev IS NOT NULL")
     base = [n for n, _ in INBOX_COLUMNS if n not in ("idx",)] + ["seq", "k", "visible_at"] + (
-        ["dead_letter_reason"] if rejects else [])
+        REJECT_COLUMNS if rejects else [])
     registered = _row(base, rev="0", delivery_count="0", _op="'insert'")
     # Handed out now.
     if delete:
