@@ -68,6 +68,7 @@ def test_pair_7_a_sender_failing_over_two_syphons_one_killed_and_a_receiver_ever
         _wait_for(lambda: sum(r["event"] == "sent" for r in _read(sent_log)) >= MESSAGES // 3,
                   900, procs, "sends during the outage")
         admin.update_queue(admin.get_queue("orders"), status=EntityStatus.ACTIVE)
+        open(sent_log + ".resume", "w").close()  # the sender goes on (paired_worker)
         # Kill one syphon at a random moment once messages are arriving.
         _wait_for(lambda: any(r["event"] == "completed" for r in _read(received_log)),
                   900, procs, "the first delivery")

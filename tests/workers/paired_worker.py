@@ -46,7 +46,13 @@ def main(argv):
                     _log(log, event="send_failed", n=n, error=type(exc).__name__)
                     time.sleep(0.2)
             _log(log, event="sent", n=n, via="backlog" if sender.failed_over else "primary")
-            time.sleep(0.1)
+            if n + 1 == count // 3:
+                # A third went out during the outage: wait for the test to end it, then send
+                # the rest slowly enough for the pings to find the primary back (a sender
+                # without a JVM would otherwise be done before the recovery lands).
+                while not os.path.exists(log_path + ".resume"):
+                    time.sleep(0.1)
+            time.sleep(0.5 if n + 1 >= count // 3 else 0.1)
 
 
 if __name__ == "__main__":
