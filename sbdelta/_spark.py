@@ -354,11 +354,6 @@ class LazySpark:
         self._given = spark
         self._session = spark
 
-    @property
-    def started(self) -> bool:
-        """Whether the session exists (was given, or has been started)."""
-        return self._session is not None
-
     def session(self):
         """The session itself, started now if it was not."""
         if self._session is None:
