@@ -66,8 +66,14 @@ public class LinkLocalLogStore extends HadoopFileSystemLogStore {
     }
   }
 
+  /**
+   * True: a reader in another process (Spark or delta-rs) can see a file that is still being
+   * written. Delta asks this before writing a checkpoint: with true it writes the checkpoint to a
+   * temporary file and renames it into place, so no reader ever opens a half-written parquet
+   * footer. (Log entries are published by link(2) above either way.)
+   */
   @Override
   public Boolean isPartialWriteVisible(Path path, Configuration conf) {
-    return false;
+    return true;
   }
 }

@@ -64,7 +64,9 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     receivers), and the jobs did remove inbox rows while the others ran. A fourth
     subscription forwards the odd numbers to a queue the receivers share (FWD-2): the
     sender's forwarding after each send races the maintenance processes' forwarding job, and
-    each message arrives there exactly once."""
+    each message arrives there exactly once. The two receivers run on different engines
+    (issue 16): one plans and commits its receives and settlements through Spark, the other
+    through delta-rs, so the locks are shown exclusive across engines too."""
     from sbdelta.management import RuleProperties, SqlRuleAction, SqlRuleFilter
 
     ns = str(tmp_path / "ns")
@@ -90,9 +92,12 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     jobs = [str(tmp_path / f"maintain{i}.log") for i in range(2)]
     procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
                         f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100")]
+    # Mixed engines (issue 16): r1 receives and settles through Spark (auto), r2 through
+    # delta-rs (its queue receives plan in DataFusion and commit with delta-rs's MERGE).
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
-                         f"{queues},{RELAYED},{subs[own]},{subs['shared']}", log, "1500", "200")
-              for log, own in zip(logs[1:], ("all", "even"))]
+                         f"{queues},{RELAYED},{subs[own]},{subs['shared']}", log, "1500", "200",
+                         env={"SBDELTA_ENGINE": engine})
+              for log, own, engine in zip(logs[1:], ("all", "even"), ("auto", "delta-rs"))]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "maintain", ns,
                          f"{queues},topic:{TOPIC}", log) for log in jobs]
     expected = {q: [f"{q}-m{n}" for n in range(MESSAGES)] for q in QUEUES}

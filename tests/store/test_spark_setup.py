@@ -73,3 +73,23 @@ def test_local_conf_starts_from_the_class_archive_once_recorded(monkeypatch, tmp
         assert jvm_archive.JAVA_OPTIONS_CONF not in conf
     monkeypatch.setenv("SBDELTA_CLASS_ARCHIVE", "0")
     assert jvm_archive.JAVA_OPTIONS_CONF not in _spark.local_spark_conf()
+
+
+def test_checkpoints_are_written_aside_and_renamed_so_other_processes_never_read_half_of_one(
+        spark, tmp_path):
+    """Delta writes a checkpoint to a temporary file and renames it into place only when the log
+    store answers isPartialWriteVisible = true; otherwise it writes the parquet in place and a
+    reader in another process (a delta-rs client) can open it before its footer exists."""
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").option("delta.checkpointInterval", "2").save(path)
+    for start in (3, 6):
+        spark.range(start, start + 3).write.format("delta").mode("append").save(path)
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    store = log.store()  # Delta's DelegatingLogStore, handing file: paths to LOGSTORE_CLASS
+    assert store.isPartialWriteVisible(log.logPath(), log.newDeltaHadoopConf())
+    checkpoint = tmp_path / "t" / "_delta_log" / f"{2:020d}.checkpoint.parquet"
+    assert checkpoint.is_file()
+    assert not [p.name for p in checkpoint.parent.iterdir() if p.name.endswith(".tmp")]
+    from deltalake import DeltaTable
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(9))
