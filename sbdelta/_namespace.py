@@ -69,6 +69,7 @@ class Namespace:
 
         self.root = normalize_root(namespace)
         self.engine = resolve_engine(engine)  # before Spark starts: a bad value costs nothing
+        self.engine.check(self.root)
         # Started when first used: a client that delta-rs serves whole starts no JVM.
         self.spark = spark if spark is not None else LazySpark()
         self.clock = checked_clock(clock)

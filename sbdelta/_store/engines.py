@@ -7,13 +7,13 @@ client (or job) starts, before anything is read or written.
 - ``spark``: Spark reads and writes everything.
 - ``auto``: on a local table (a ``file:`` namespace, ``deltalake`` installed) delta-rs answers
   the reads that only decide what to plan (a receive's statistics, inbox counts, the registry,
-  "anything to VACUUM/OPTIMIZE") and commits ``send_messages`` appends; Spark does the rest.
-- ``delta-rs``: ``auto``, and on a local table delta-rs also settles single messages and runs
-  the MERGEs the driver builds (a list receive's commit, list settlements, cancels, session
-  locks, small dead-letter moves). docs/engines.md says why this is not the default yet.
-
-Where delta-rs cannot work on a table (a remote one, or ``deltalake`` missing on Python < 3.10)
-Spark runs it, whatever the setting.
+  "anything to VACUUM/OPTIMIZE"), commits ``send_messages`` appends, settles single messages,
+  plans and commits a queue's list receives and runs the MERGEs the driver builds (list
+  settlements, cancels, session locks, small dead-letter moves); Spark runs the DataFrame
+  forms, the jobs, and what has no delta-rs path yet (docs/engines.md). On a table delta-rs
+  cannot work on (a remote one, or ``deltalake`` missing on Python < 3.10) Spark runs it all.
+- ``delta-rs``: as ``auto`` on a local namespace; a namespace delta-rs cannot work on is
+  refused (ConfigurationError) instead of handed to Spark.
 """
 
 from __future__ import annotations
@@ -51,7 +51,23 @@ class Engine:
 
     def settles(self, path: Optional[str]) -> bool:
         """delta-rs settles single messages and runs driver-built MERGEs on ``path``."""
-        return self.name == "delta-rs" and self.local(path) is not None
+        return self.local(path) is not None
+
+    def check(self, root: str) -> None:
+        """Refuse ``delta-rs`` on a namespace root delta-rs cannot work on.
+
+        Raises:
+            ConfigurationError: ``engine="delta-rs"`` and ``root`` is not a local folder, or
+                ``deltalake`` is not installed.
+        """
+        if self.name != "delta-rs" or rs.local_table(root) is not None:
+            return
+        why = ("the deltalake package is not installed (pip install deltalake; it needs "
+               "Python 3.10+)" if rs.local_table("file:/") is None else
+               "delta-rs works only on local namespaces (file: paths) in this version")
+        raise ConfigurationError(
+            f"engine='delta-rs' cannot serve namespace {root}: {why}. Use engine='auto' "
+            "(delta-rs where it can, Spark elsewhere) or engine='spark'")
 
 
 def resolve_engine(value: Union[str, Engine, None] = None) -> Engine:
@@ -75,7 +91,7 @@ def resolve_engine(value: Union[str, Engine, None] = None) -> Engine:
     if name not in ENGINES:
         raise ConfigurationError(
             f"{source}={value!r} is not an engine: use one of {', '.join(map(repr, ENGINES))} "
-            "('auto': delta-rs for sends and planning reads on local tables, Spark for the "
-            "rest; 'spark': Spark for everything; 'delta-rs': also single settlements and "
-            "driver-built MERGEs through delta-rs)")
+            "('auto': delta-rs for single-message and list operations on local tables, Spark "
+            "for DataFrame forms, jobs and remote tables; 'spark': Spark for everything; "
+            "'delta-rs': as auto, refusing a namespace delta-rs cannot serve)")
     return Engine(name)

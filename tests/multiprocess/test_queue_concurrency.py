@@ -92,12 +92,13 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     jobs = [str(tmp_path / f"maintain{i}.log") for i in range(2)]
     procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
                         f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100")]
-    # Mixed engines (issue 16): r1 receives and settles through Spark (auto), r2 through
-    # delta-rs (its queue receives plan in DataFusion and commit with delta-rs's MERGE).
+    # Mixed engines (issue 16): r1 reads, receives and settles through Spark (engine "spark"),
+    # r2 through delta-rs (auto: its queue receives plan in DataFusion and commit with
+    # delta-rs's MERGE; its subscription and session receives plan in Spark).
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
                          f"{queues},{RELAYED},{subs[own]},{subs['shared']}", log, "1500", "200",
                          env={"SBDELTA_ENGINE": engine})
-              for log, own, engine in zip(logs[1:], ("all", "even"), ("auto", "delta-rs"))]
+              for log, own, engine in zip(logs[1:], ("all", "even"), ("spark", "auto"))]
     procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "maintain", ns,
                          f"{queues},topic:{TOPIC}", log) for log in jobs]
     expected = {q: [f"{q}-m{n}" for n in range(MESSAGES)] for q in QUEUES}
@@ -204,11 +205,11 @@ def test_crash_kill_9_receivers_and_dead_letterers_lose_nothing(spark, tmp_path)
     # waits for its go file, so the rounds still run one after the other.
     rng = random.Random(7)
     logs = [str(tmp_path / f"chaos{round_}.log") for round_ in range(4)]
-    # In each pair one worker runs on Spark (auto), the other on delta-rs (no JVM).
+    # In each pair one worker runs on Spark (engine "spark"), the other on delta-rs (no JVM).
     rounds = [[run_logged(f"{log}.{i}.out", "-m", "tests.workers.broker_worker", "chaos", ns,
                           "crashy", log, "30", env={"SBDELTA_TEST_GO": log + ".go",
                                                     "SBDELTA_ENGINE": engine})
-               for i, engine in enumerate(("auto", "delta-rs"))] for log in logs]
+               for i, engine in enumerate(("spark", "delta-rs"))] for log in logs]
     try:
         for log, procs in zip(logs, rounds):
             open(log + ".go", "w").close()

@@ -329,13 +329,13 @@ def test_recv_1_settle_1_4_a_delta_rs_client_sends_receives_and_settles_without_
 
 
 @pytest.mark.parametrize("engine, sends, settles", [
-    ("spark", "Spark", "Spark"), ("auto", "delta-rs", "Spark"),
+    ("spark", "Spark", "Spark"), ("auto", "delta-rs", "delta-rs"),
     ("delta-rs", "delta-rs", "delta-rs")])
 def test_the_engine_option_decides_who_commits_sends_receives_and_settlements(
         spark, tmp_path, clock, monkeypatch, engine, sends, settles):
     """``ServiceBusClient(engine=...)`` (issue 16): the option wins over ``$SBDELTA_ENGINE``;
-    ``auto`` appends sends through delta-rs and settles through Spark, ``delta-rs`` does both
-    through delta-rs, ``spark`` neither. Read from who wrote each commit of the tables."""
+    ``auto`` and ``delta-rs`` append sends, commit the receive's MERGE and settle through
+    delta-rs on a local namespace, ``spark`` does none of it. Read from who wrote each commit of the tables."""
     monkeypatch.setenv("SBDELTA_ENGINE", "spark" if engine != "spark" else "delta-rs")
     ns = str(tmp_path / "ns")
     ServiceBusAdministrationClient(ns, spark=spark, clock=clock, engine=engine).create_queue("q")
@@ -375,6 +375,20 @@ def test_an_unknown_engine_is_refused_before_anything_is_read_or_written(
     assert said in str(refused.value)
     assert "'auto', 'spark', 'delta-rs'" in str(refused.value)
     assert not ns.exists()
+
+
+def test_delta_rs_is_refused_on_a_namespace_it_cannot_serve_and_auto_hands_that_to_spark(
+        spark, clock):
+    """``engine="delta-rs"`` on a remote namespace is refused when the client is made, before
+    anything is read or written; ``auto`` accepts it (Spark will serve it) and ``spark`` too."""
+    remote = "abfss://queues@account.dfs.core.windows.net/ns"
+    with pytest.raises(ConfigurationError) as refused:
+        ServiceBusClient(remote, spark=spark, clock=clock, engine="delta-rs")
+    assert "engine='delta-rs' cannot serve namespace abfss://" in str(refused.value)
+    assert "only on local namespaces" in str(refused.value)
+    assert "engine='auto'" in str(refused.value)
+    for engine in ("auto", "spark"):
+        assert Namespace(remote, spark=spark, clock=clock, engine=engine).engine.name == engine
 
 
 def _frozen(spark, path):

@@ -15,8 +15,8 @@ number.
         (runs the expiry sweep, the forwarding job and compaction in turn until <log>.stop
         exists, logging each whole round; the stop file ends it between two steps)
 
-With ``SBDELTA_TEST_GO=<path>`` the worker starts its Spark session (unless its engine is
-``delta-rs``, ``SBDELTA_ENGINE``: then it has none to start), logs ``ready`` and waits for that
+With ``SBDELTA_TEST_GO=<path>`` the worker starts its Spark session (when its engine is
+``spark``, ``SBDELTA_ENGINE``; on delta-rs it has none to start), logs ``ready`` and waits for that
 file before doing anything else: a test can start its processes (and pay for their JVMs) ahead
 of the moment it wants them to work.
 """
@@ -63,7 +63,7 @@ def main(argv):
 
     clock = SystemClock()
     client = ServiceBusClient(namespace, clock=clock)
-    if os.environ.get("SBDELTA_TEST_GO") and os.environ.get("SBDELTA_ENGINE") != "delta-rs":
+    if os.environ.get("SBDELTA_TEST_GO") and os.environ.get("SBDELTA_ENGINE") == "spark":
         client.spark  # noqa: B018 - start the JVM now, before the go file
     with open(log_path, "a") as log:
         _log(log, event="ready", pid=os.getpid())
