@@ -1,7 +1,8 @@
 """What every maintenance job shares: flags, defaults from conf/maintenance.json, exit codes.
 
 Settings come, weakest first, from ``conf/maintenance.json`` (or ``--conf FILE``), the
-environment (``SBDELTA_NAMESPACE``) and the command line. A job prints its report and exits 0,
+environment (``SBDELTA_NAMESPACE``, ``SBDELTA_ENGINE``) and the command line (``--engine``
+wins over the conf file's ``engine``, which wins over ``$SBDELTA_ENGINE``). A job prints its report and exits 0,
 or prints the error and exits 1.
 """
 
@@ -15,6 +16,7 @@ from typing import Callable, Dict, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONF = ROOT / "conf" / "maintenance.json"
+ENGINES = ("auto", "spark", "delta-rs")  # as sbdelta's engine option (docs/engines.md)
 
 
 def load_settings(path: Optional[str], job: str) -> Dict[str, object]:
@@ -45,9 +47,18 @@ def run(job: str, doc: str, action: Callable[[argparse.Namespace, Dict[str, obje
                         help="only this entity (repeatable; default: all): a queue, a topic (with "
                              "its subscriptions) or topic/Subscriptions/name")
     parser.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    parser.add_argument("--engine", choices=ENGINES,
+                        help="which engine works on local tables (docs/engines.md; default: the "
+                             "conf file's engine, else $SBDELTA_ENGINE, else auto)")
     add_flags(parser)
     args = parser.parse_args(argv)
     settings = load_settings(args.conf, job)
+    engine = args.engine or settings.get("engine")
+    if engine is not None and engine not in ENGINES:
+        raise SystemExit(f"{job}: engine {engine!r} in {args.conf or DEFAULT_CONF} is not an "
+                         f"engine: use one of {', '.join(ENGINES)}")
+    if engine is not None:  # the jobs' clients and maintenance functions read it from there
+        os.environ["SBDELTA_ENGINE"] = str(engine)
     args.namespace = (args.namespace or settings.get("namespace")
                       or os.environ.get("SBDELTA_NAMESPACE") or str(ROOT / "namespace"))
     args.entities = args.entities or settings.get("entities") or None

@@ -16,6 +16,7 @@ switches it off.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -78,7 +79,10 @@ def archive_path(cache: Path, java_home: str, jars: Sequence[str]) -> Path:
     from importlib import metadata
 
     java = str(Path(java_home, "bin", "java"))
-    key = "\n".join([java, _java_version(java), metadata.version("pyspark"), *jars])
+    # The JVM checks the class path an archive was recorded with: two virtual environments
+    # (their own pyspark/jars) sharing one cache need an archive each.
+    spark_jars = str(Path(importlib.util.find_spec("pyspark").origin).parent / "jars")
+    key = "\n".join([java, _java_version(java), metadata.version("pyspark"), spark_jars, *jars])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache / "cds" / f"spark-{digest}.jsa"
 

@@ -28,6 +28,10 @@ from .exceptions import (MessageAlreadySettled, MessageLockLostError,
 
 __all__ = ["ServiceBusReceiver"]
 
+#: How many more receives one ``receive_messages`` call makes when a receive registered new
+#: inbox rows but could hand out none of them (duplicates, scheduled, refused by rules...).
+READ_ON = 64
+
 
 @under_retry_policy
 class ServiceBusReceiver(Handler):
@@ -220,11 +224,13 @@ class ServiceBusReceiver(Handler):
         while True:
             entity = self._entity()
             rows, touched = self._acquire(n, entity, as_rows=True)
-            for _ in range(64 if self._session is not None else 0):
+            for _ in range(READ_ON):
                 if rows or not touched:
                     break
-                # A session receive registered other sessions' rows and handed out none of
-                # its own: read on (the frontier moved) before answering "nothing".
+                # The receive registered new inbox rows and handed out none of them (they were
+                # duplicates, scheduled, cancelled, expired, refused by the subscription's
+                # rules or other sessions'): read on (the frontier moved) before answering
+                # "nothing", or a run of such rows would hide the messages after it.
                 rows, touched = self._acquire(n, entity, as_rows=True)
             if rows or time.monotonic() >= deadline:
                 return self._registered([self._to_message(r, entity) for r in rows])

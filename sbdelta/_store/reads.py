@@ -140,60 +140,107 @@ def query(store, sql: str, new=None, *, fast: Optional[bool] = None) -> list:
 
 
 def counts(store, now: datetime) -> Counts:
-    from pyspark.sql import functions as F
-
+    """The entity's message counts at ``now`` (PART-6: summed over its partitions): the
+    registered messages, and the inbox rows past the frontiers (not yet registered) less the
+    ones a tombstone cancelled. A queue's counts on a local table need no Spark (the same SQL
+    in DataFusion, the inbox rows read by delta-rs); a subscription's inbox rows go through
+    its rules, in Spark."""
+    fast = store.admit is None and store.engine.settles(store.messages_path)
     now_sql = sql_literal(now)
-    result = Counts()
-    m = store.messages()
-    agg = m.where(f"kind = '{MSG}' AND state <> '{CANCELLED}'").agg(
-        F.sum(F.expr(f"CASE WHEN state = '{ACTIVE}' OR (state = '{SCHEDULED}' "
-                     f"AND visible_at <= {now_sql}) THEN 1 ELSE 0 END")).alias("active"),
-        F.sum(F.expr(f"CASE WHEN state = '{SCHEDULED}' AND visible_at > {now_sql} "
-                     f"THEN 1 ELSE 0 END")).alias("scheduled"),
-        F.sum(F.expr(f"CASE WHEN state = '{DEFERRED}' THEN 1 ELSE 0 END")).alias("deferred"),
-        F.sum(F.expr(f"CASE WHEN state NOT IN ('{DEADLETTERING}', '{COMPLETED}') "
-                     f"AND locked_until > {now_sql} THEN 1 ELSE 0 END")).alias("locked"),
-        F.sum(F.expr(f"CASE WHEN state NOT IN ('{DEADLETTERING}', '{COMPLETED}') "
-                     f"THEN size ELSE 0 END"))
-        .alias("size")).collect()[0]
-    result.active = agg.active or 0
-    result.scheduled = agg.scheduled or 0
-    result.deferred = agg.deferred or 0
-    result.locked = agg.locked or 0
-    result.size_in_bytes = agg.size or 0
-    if store.inbox_path:
-        frontiers = {r.pid: r.seq for r in m.where(f"kind = '{FRONTIER}'")
-                     .select("pid", "seq").collect()}
-        frontiers = {p: frontiers.get(p, -1) for p in range(store.partitions)}
-        latest = store.latest_version(store.inbox_path)
-        lagging = {p: f for p, f in frontiers.items() if start_version(f) <= latest}
-        if lagging:
-            lo = min(start_version(f) for f in lagging.values())
-            # Rows cancelled or swept before registration carry a CANCELLED tombstone under
-            # their key: they will never be delivered, so they are not counted.
-            tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}'").select("pid", "k")
-            inbox = inbox_range(store, lagging, frontiers, lo, latest)
-            if "dead_letter_reason" in inbox.columns:  # bound for the dead-letter queue
-                inbox = inbox.where("dead_letter_reason IS NULL")
-            inbox = (inbox.where(f"kind = '{MSG}'")
-                     .withColumn("k", F.expr(key_sql("pos")))  # every copy's position
-                     .join(tombstones, ["pid", "k"], "left_anti"))
-            agg = inbox.agg(
-                F.sum(F.expr(f"CASE WHEN coalesce(scheduled_enqueue_time, enqueued_time) "
-                             f"<= {now_sql} THEN 1 ELSE 0 END")).alias("active"),
-                F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} "
-                             f"THEN 1 ELSE 0 END")).alias("scheduled"),
-                F.sum("size").alias("size")).collect()[0]
-            result.active += agg.active or 0
-            result.scheduled += agg.scheduled or 0
-            result.size_in_bytes += agg.size or 0
+    live = f"state NOT IN ('{DEADLETTERING}', '{COMPLETED}')"
+    (agg,) = query(store, (
+        f"SELECT sum(CASE WHEN state = '{ACTIVE}' OR (state = '{SCHEDULED}' AND visible_at "
+        f"<= {now_sql}) THEN 1 ELSE 0 END) AS active, sum(CASE WHEN state = '{SCHEDULED}' "
+        f"AND visible_at > {now_sql} THEN 1 ELSE 0 END) AS scheduled, sum(CASE WHEN state = "
+        f"'{DEFERRED}' THEN 1 ELSE 0 END) AS deferred, sum(CASE WHEN {live} AND locked_until "
+        f"> {now_sql} THEN 1 ELSE 0 END) AS locked, sum(CASE WHEN {live} THEN size ELSE 0 "
+        f"END) AS size FROM {{M}} WHERE kind = '{MSG}' AND state <> '{CANCELLED}'"), fast=fast)
+    result = Counts(agg.active or 0, agg.scheduled or 0, agg.deferred or 0, agg.locked or 0,
+                    agg.size or 0)
+    if not store.inbox_path:
+        return result
+    marks = query(store, (
+        f"SELECT kind, pid, seq, k FROM {{M}} WHERE kind = '{FRONTIER}' "
+        f"OR (kind = '{MSG}' AND state = '{CANCELLED}')"), fast=fast)
+    found = {r.pid: r.seq for r in marks if r.kind == FRONTIER}
+    frontiers_ = {p: found.get(p, -1) for p in range(store.partitions)}
+    latest = (rs.version(store.inbox_path) if fast
+              else store.latest_version(store.inbox_path))
+    lagging = {p: f for p, f in frontiers_.items() if start_version(f) <= latest}
+    if not lagging:
+        return result
+    lo = min(start_version(f) for f in lagging.values())
+    # Rows cancelled or swept before registration carry a CANCELLED tombstone under the key
+    # of their position: they will never be delivered, so they are not counted.
+    if fast:
+        unseen = _unregistered_counts(store, lagging, lo, latest, now,
+                                      {(r.pid, r.k) for r in marks if r.kind == MSG})
+    else:
+        unseen = _unregistered_counts_spark(store, lagging, frontiers_, lo, latest, now_sql)
+    result.active += unseen.active
+    result.scheduled += unseen.scheduled
+    result.size_in_bytes += unseen.size_in_bytes
     return result
 
 
+def _unregistered_counts(store, lagging: Dict[int, int], lo: int, hi: int, now: datetime,
+                         tombstones) -> Counts:
+    """A queue's inbox rows past its frontiers, counted in Python from what delta-rs read of
+    the change feed (only the columns counted: no bodies)."""
+    from .layout import sequence_number
+
+    out = Counts()
+    for row in rs.inbox_rows(store.inbox_path, lagging, lo, hi, sequence_number,
+                             columns=["kind", "scheduled_enqueue_time", "enqueued_time",
+                                      "size"]):
+        if row["kind"] != MSG or (row["pid"], msg_key(row["pos"])) in tombstones:
+            continue
+        scheduled = as_utc(row["scheduled_enqueue_time"])
+        if (scheduled or as_utc(row["enqueued_time"])) <= now:
+            out.active += 1
+        if scheduled is not None and scheduled > now:
+            out.scheduled += 1
+        out.size_in_bytes += row["size"] or 0
+    return out
+
+
+def as_utc(value: Optional[datetime]) -> Optional[datetime]:
+    """``value`` as an aware UTC time (delta-rs may hand timestamps back naive, in UTC)."""
+    from datetime import timezone
+
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=timezone.utc)
+
+
+def _unregistered_counts_spark(store, lagging: Dict[int, int], frontiers_: Dict[int, int],
+                               lo: int, hi: int, now_sql: str) -> Counts:
+    """The inbox rows past the frontiers (through a subscription's rules), counted by Spark."""
+    from pyspark.sql import functions as F
+
+    tombstones = store.messages().where(f"kind = '{MSG}' AND state = '{CANCELLED}'") \
+        .select("pid", "k")
+    inbox = inbox_range(store, lagging, frontiers_, lo, hi)
+    if "dead_letter_reason" in inbox.columns:  # bound for the dead-letter queue
+        inbox = inbox.where("dead_letter_reason IS NULL")
+    inbox = (inbox.where(f"kind = '{MSG}'")
+             .withColumn("k", F.expr(key_sql("pos")))  # every copy's position
+             .join(tombstones, ["pid", "k"], "left_anti"))
+    agg = inbox.agg(
+        F.sum(F.expr(f"CASE WHEN coalesce(scheduled_enqueue_time, enqueued_time) "
+                     f"<= {now_sql} THEN 1 ELSE 0 END")).alias("active"),
+        F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} "
+                     f"THEN 1 ELSE 0 END")).alias("scheduled"),
+        F.sum("size").alias("size")).collect()[0]
+    return Counts(active=agg.active or 0, scheduled=agg.scheduled or 0,
+                  size_in_bytes=agg.size or 0)
+
+
 def frontiers(store) -> Dict[int, int]:
-    """Each partition's frontier (-1 where nothing was registered yet)."""
-    found = {r.pid: r.seq for r in store.messages().where(f"kind = '{FRONTIER}'")
-             .select("pid", "seq").collect()}
+    """Each partition's frontier (-1 where nothing was registered yet); read by delta-rs when
+    the store's engine gives it the table."""
+    found = {r.pid: r.seq for r in query(
+        store, f"SELECT pid, seq FROM {{M}} WHERE kind = '{FRONTIER}'")}
     return {p: found.get(p, -1) for p in range(store.partitions)}
 
 

@@ -68,8 +68,8 @@ def acquire(store, n: int, *, policy: Policy, now: Union[datetime, Callable[[], 
     have nearly ended) when it started.
 
     One MERGE per call (retried from scratch on conflict). Returns the handed-out rows,
-    possibly none, and the partitions it touched (a session receive: its partition if it
-    registered new rows). The rows are a DataFrame (checkpointed: it
+    possibly none, and the partitions whose frontier it moved (it registered new inbox rows
+    there: none handed out means the caller may read on). The rows are a DataFrame (checkpointed: it
     does not change when the tables do) or, with ``as_rows`` (a list receive), a list of Rows
     sorted by sequence number: the plan is then collected once and the MERGE reads it as a
     literal relation, so neither a checkpoint nor a second collect runs.
@@ -165,9 +165,10 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     if any(actions[p] for p in chosen) or (
             (policy.dead_letter_on_expiration or rejects) and any(take_new.values())):
         store.move_dead_letters(chosen, now)
-    if session is not None:  # the partition, when its frontier moved: reading on may find more
-        return out, [p for p in chosen if take_new.get(p)]
-    return out, chosen
+    # The partitions whose frontier moved: when nothing was handed out (the rows read were
+    # duplicates, scheduled, cancelled, expired, refused by a subscription's rules or, in a
+    # session receive, other sessions'), reading on may find more.
+    return out, [p for p in chosen if take_new.get(p)]
 
 
 def _fast(store, n: int, as_rows: bool, session) -> bool:

@@ -177,16 +177,19 @@ def version(path: str) -> int:
 
 
 def inbox_rows(path: str, frontiers: Dict[int, int], lo: int, hi: int,
-               seq_of: Callable[[int, int, int], int]) -> List[dict]:
+               seq_of: Callable[[int, int, int], int],
+               columns: Optional[Sequence[str]] = None) -> List[dict]:
     """The rows the local inbox's versions ``lo``..``hi`` inserted in the partitions of
-    ``frontiers`` past each one's frontier, as dicts of the inbox's columns with ``seq``
-    (``seq_of(pid, version, idx)``, SEND-3) and ``pos`` (a queue's position: its ``seq``).
-    Errors propagate, as for :func:`version`."""
+    ``frontiers`` past each one's frontier, as dicts of the inbox's columns (only
+    ``columns`` when given) with ``seq`` (``seq_of(pid, version, idx)``, SEND-3) and ``pos``
+    (a queue's position: its ``seq``). Errors propagate, as for :func:`version`."""
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    if columns is not None:
+        columns = sorted({*columns, "pid", "idx", "_change_type", "_commit_version"})
     changes = pa.table(DeltaTable(local_table(path)).load_cdf(
-        starting_version=lo, ending_version=hi).read_all())
+        starting_version=lo, ending_version=hi, columns=columns).read_all())
     found = []
     for row in changes.to_pylist():
         pid = row["pid"]

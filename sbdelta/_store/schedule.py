@@ -19,13 +19,15 @@ stopped half way (a crash) is finished by calling it again.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, Set
 
+from . import rs
 from .apply import apply_rows
 from .delta import GuardTripped, guard_error, retry, sql_literal
 from .inbox import inbox_range
 from .layout import (CANCELLED, MAX_VERSION, MSG, POS_MASK, SCHEDULED, VERSION_SHIFT, msg_key,
-                     partition_of)
+                     partition_of, sequence_number)
+from .reads import as_utc, by_seq, query
 
 
 def cancel_scheduled(store, seqs: Sequence[int], now: datetime, *, what: str) -> None:
@@ -36,20 +38,15 @@ def cancel_scheduled(store, seqs: Sequence[int], now: datetime, *, what: str) ->
 
     def step():
         frontiers = store.frontiers()
-        registered = {r.seq for r in store.rows_by_seq(seqs, f"kind = '{MSG}'")[0]
-                      .select("seq").collect()}
+        condition, _ = by_seq(store, seqs, f"kind = '{MSG}'")
+        registered = {r.seq for r in query(store, f"SELECT seq FROM {{M}} WHERE {condition}")}
         pending = [s for s in seqs if s not in registered]
         behind = [s for s in pending if s <= frontiers[partition_of(s)]]
         if behind:  # registered once and gone since: delivered, settled or expired
             raise _not_scheduled(what, behind)
         if pending:
-            versions = [(s >> VERSION_SHIFT) & MAX_VERSION for s in pending]
-            found = {r.seq for r in inbox_range(
-                store, {partition_of(s) for s in pending}, {}, min(versions), max(versions))
-                .where(f"kind = '{MSG}' AND scheduled_enqueue_time > {sql_literal(now)} "
-                       f"AND seq IN ({', '.join(map(str, pending))})")
-                .select("seq").collect()}
-            missing = [s for s in pending if s not in found]
+            waiting = _waiting_in_inbox(store, pending, now)
+            missing = [s for s in pending if s not in waiting]
             if missing:
                 raise _not_scheduled(what, missing)
         rows = [{"pid": partition_of(s), "k": msg_key(s), "kind": MSG, "seq": s, "rev": 0,
@@ -62,6 +59,29 @@ def cancel_scheduled(store, seqs: Sequence[int], now: datetime, *, what: str) ->
             raise _not_scheduled(what, seqs) from None
 
     retry(step, what=what)
+
+
+def _waiting_in_inbox(store, seqs: Sequence[int], now: datetime) -> Set[int]:
+    """Those of ``seqs`` that the inbox holds as messages scheduled after ``now``: read by
+    delta-rs on a queue's local table, else by Spark."""
+    versions = [(s >> VERSION_SHIFT) & MAX_VERSION for s in seqs]
+    pids = {partition_of(s) for s in seqs}
+    if store.admit is None and store.engine.settles(store.inbox_path):
+        latest = rs.version(store.inbox_path)
+        if min(versions) > latest:  # numbers no commit of the inbox has given yet
+            return set()
+        wanted = set(seqs)
+        return {row["seq"] for row in rs.inbox_rows(
+                    store.inbox_path, {p: -1 for p in pids}, min(versions),
+                    min(max(versions), latest), sequence_number,
+                    columns=["kind", "scheduled_enqueue_time"])
+                if row["seq"] in wanted and row["kind"] == MSG
+                and row["scheduled_enqueue_time"] is not None
+                and as_utc(row["scheduled_enqueue_time"]) > now}
+    return {r.seq for r in inbox_range(store, pids, {}, min(versions), max(versions))
+            .where(f"kind = '{MSG}' AND scheduled_enqueue_time > {sql_literal(now)} "
+                   f"AND seq IN ({', '.join(map(str, seqs))})")
+            .select("seq").collect()}
 
 
 def _not_scheduled(what: str, seqs) -> Exception:

@@ -68,6 +68,28 @@ def test_part_2_message_id_is_the_key_under_duplicate_detection(client, queue):
     assert by_id == {"same-id": zlib.crc32(b"same-id") % 16, "other": zlib.crc32(b"other") % 16}
 
 
+@pytest.mark.parametrize("ahead", ["duplicates", "scheduled"])
+def test_recv_2_one_receive_call_finds_the_message_behind_rows_it_cannot_hand_out(
+        client, queue, ahead):
+    """RECV-2 (the next available message is handed out): a receive reads only as many new
+    inbox rows as it was asked for. When those are duplicates (dropped under duplicate
+    detection) or scheduled for later, one ``receive_messages(1)`` reads on past them instead
+    of answering "nothing" while a message waits behind them."""
+    name = queue(requires_duplicate_detection=True)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    if ahead == "duplicates":
+        sender.send_messages(ServiceBusMessage("first", message_id="x"))
+        receiver.complete_message(receiver.receive_messages(1)[0])
+        for _ in range(3):  # three commits, each a duplicate of "first"
+            sender.send_messages(ServiceBusMessage("again", message_id="x"))
+    else:
+        for i in range(3):
+            sender.schedule_messages(ServiceBusMessage(f"later{i}"),
+                                     START + timedelta(hours=1))
+    sender.send_messages(ServiceBusMessage("behind", message_id="y"))
+    assert bodies(receiver.receive_messages(1)) == ["behind"]
+
+
 def test_part_2_unkeyed_messages_spread_and_part_4_receive_serves_all_partitions(client, queue):
     name = queue(enable_partitioning=True)
     client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(32)])

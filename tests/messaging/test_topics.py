@@ -191,6 +191,23 @@ def test_topic_4_sql_correlation_and_false_filters_route_messages(client, admin,
     assert drain(client, t, "sys", 1) == ["no-props"]
 
 
+def test_topic_2_one_receive_call_finds_the_match_behind_rows_the_rules_refuse(
+        client, admin, topic, clock):
+    """TOPIC-2 (a subscription gets what its rules admit) with RECV-2: three messages the
+    subscription's filter refuses, then one it admits; one ``receive_messages(1)`` returns
+    that one instead of "nothing" because the rows it read first were refused."""
+    t = topic()
+    admin.create_subscription(t, "red", default_rule=RuleProperties(
+        t, "red", "r", filter=SqlRuleFilter("colour = 'red'")))
+    clock.advance(timedelta(seconds=1))
+    sender = client.get_topic_sender(t)
+    for i in range(3):  # three commits
+        sender.send_messages(colour(f"blue{i}", "blue"))
+    sender.send_messages(colour("red", "red"))
+    receiver = client.get_subscription_receiver(t, "red")
+    assert bodies(receiver.receive_messages(1)) == ["red"]
+
+
 def test_topic_4_missing_property_is_unknown_not_false(client, admin, topic, clock):
     """SQL three-valued logic: NOT (x = 1) does not match a message without x."""
     t = topic()

@@ -181,7 +181,8 @@ def test_recv_1_2_4_5_send_6_ttl_4_6_receives_hand_out_and_write_the_same_throug
     registered for later, a message expired on arrival and one expired while registered
     dead-lettered (TTL-4/6), one at the delivery limit dead-lettered (RECV-5), lock expiry
     making messages claimable again (RECV-4), ReceiveAndDelete removing them (RECV-1). After
-    each receive a peek of every partition reads the same rows through both engines. Under
+    each receive a peek of every partition reads the same rows through both engines, and the
+    counts (PART-6: registered rows plus the inbox past the frontiers) are the same. Under
     the engine ``delta-rs`` no Spark plan runs and delta-rs makes every commit."""
     from sbdelta._store import receive
 
@@ -228,10 +229,14 @@ def test_recv_1_2_4_5_send_6_ttl_4_6_receives_hand_out_and_write_the_same_throug
             if engine == "delta-rs":
                 patch.setattr(receive, "_commit_with_spark", None)  # would fail if called
             before = deltalake.DeltaTable(local_path(store.messages_path)).version()
-            handed = []
+            # Counts (PART-6) read the same tables: registered rows and the inbox past the
+            # frontiers, less tombstones; first with everything still in the inbox.
+            handed = [vars(store.counts(START))]
             for minutes, n, delete, abandon in steps:
                 now = START + timedelta(minutes=minutes)
                 got, _ = store.acquire(n, policy=policy, now=now, delete=delete, as_rows=True)
+                if not abandon:
+                    handed.append(vars(store.counts(now)))
                 handed.append([(r.seq, r.lock_token, r.delivery_count, r.message_id,
                                 bytes(r.body), r.application_properties, r.subject)
                                 for r in got])
@@ -253,9 +258,14 @@ def test_recv_1_2_4_5_send_6_ttl_4_6_receives_hand_out_and_write_the_same_throug
     assert results["delta-rs"] == results["spark"]
     # What the steps covered: duplicates dropped, the cancelled one never handed out, the
     # abandoned ones redelivered, and every kind of step handed out something.
-    received = results["spark"][0::2]
+    counted = [step for step in results["spark"] if isinstance(step, dict)]
+    assert counted[0] == {"active": 16, "scheduled": 1, "deferred": 0, "locked": 0,
+                          "size_in_bytes": counted[0]["size_in_bytes"]}, counted
+    assert any(c["locked"] for c in counted) and counted[0]["size_in_bytes"] > 0, counted
+    steps_seen = [step for step in results["spark"] if not isinstance(step, dict)]
+    received = steps_seen[0::2]
     assert all(received[i] for i in (0, 1, 2, 3, 4)), received
-    assert all(results["spark"][1::2][:3]), results["spark"]  # peeks saw messages
+    assert all(steps_seen[1::2][:3]), results["spark"]  # peeks saw messages
     flat = [m for step in received for m in step]
     assert not any(m[4] in (b"never", b"short") for m in flat)
     bodies = {}
