@@ -11,14 +11,55 @@ __all__ = ["Clock", "SystemClock", "ManualClock", "SYSTEM_CLOCK", "utc"]
 
 
 class Clock(Protocol):
-    """Anything with ``now()`` returning an aware UTC datetime."""
+    """Anything with ``now()`` returning an aware UTC datetime.
+
+    Two optional attributes say how far it can be trusted when several hosts share a
+    namespace (docs/ARCHITECTURE.md, "Whose clock decides"):
+
+    - ``skew_tolerance`` (a timedelta, default 0): how far this clock may be from the
+      storage's clock, as every host's clock may. A lock whose holder let it run out is taken
+      by another receiver only ``2 * skew_tolerance`` after its end, so that no two hosts
+      within the tolerance both believe they hold it (RECV-3).
+    - ``wall_clock`` (default False): the clock tells real time, so sbdelta checks it against
+      the storage's clock (a file's modification time) and refuses to grant locks
+      (:class:`~sbdelta.exceptions.ClockSkewError`) while they differ by more than the
+      tolerance.
+    """
 
     def now(self) -> datetime:  # pragma: no cover - protocol
         ...
 
 
+#: How far a host's clock may be from the storage's by default (NTP keeps hosts far closer).
+DEFAULT_SKEW_TOLERANCE = timedelta(seconds=1)
+
+
+def tolerance_of(value) -> timedelta:
+    """A clock's ``skew_tolerance``, checked: a timedelta from 0 up to 5 minutes (the longest
+    lock); None means 0."""
+    if value is None:
+        return timedelta(0)
+    if not isinstance(value, timedelta) or not timedelta(0) <= value <= timedelta(minutes=5):
+        raise ServiceBusInvalidOperationError(
+            f"skew_tolerance={value!r}; allowed: a timedelta from 0 to 5 minutes (how far a "
+            "host's clock may be from the storage's; default 1 s for SystemClock)")
+    return value
+
+
+
 class SystemClock:
-    """The wall clock, in UTC."""
+    """The wall clock, in UTC.
+
+    Args:
+        skew_tolerance: How far this host's clock may be from the storage's (default 1 s);
+            give every host sharing a namespace the same value. sbdelta checks it (see
+            :class:`Clock`).
+    """
+
+    wall_clock = True
+
+    def __init__(self, skew_tolerance: timedelta = DEFAULT_SKEW_TOLERANCE) -> None:
+        self.skew_tolerance = tolerance_of(skew_tolerance)
 
     def now(self) -> datetime:
         return datetime.now(timezone.utc)
@@ -29,10 +70,16 @@ class ManualClock:
 
     Args:
         start: The initial time (aware; defaults to 2030-01-01T00:00Z).
+        skew_tolerance: As :class:`Clock`'s (default 0: one simulated clock that every
+            client shares); it is never checked against the storage's clock.
     """
 
-    def __init__(self, start: datetime = datetime(2030, 1, 1, tzinfo=timezone.utc)) -> None:
+    wall_clock = False
+
+    def __init__(self, start: datetime = datetime(2030, 1, 1, tzinfo=timezone.utc), *,
+                 skew_tolerance: timedelta = timedelta(0)) -> None:
         self._now = utc(start)
+        self.skew_tolerance = tolerance_of(skew_tolerance)
 
     def now(self) -> datetime:
         return self._now
@@ -50,6 +97,13 @@ class ManualClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def lock_grace(clock) -> timedelta:
+    """How long after a lock's end another receiver may take it: twice the clock's
+    ``skew_tolerance`` (two hosts each within the tolerance of the storage's clock differ by
+    at most twice it)."""
+    return 2 * tolerance_of(getattr(clock, "skew_tolerance", None))
 
 
 def checked_clock(clock: Optional[Clock]) -> Clock:
@@ -74,6 +128,7 @@ def checked_clock(clock: Optional[Clock]) -> Clock:
     if not isinstance(moment, datetime) or moment.tzinfo is None:
         raise ServiceBusInvalidOperationError(f"clock.now() returned {moment!r}; allowed: an aware datetime "
                         "(with a tzinfo, for example datetime.now(timezone.utc))")
+    tolerance_of(getattr(clock, "skew_tolerance", None))
     return clock
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Tuple, Union
 
+from ._clock import lock_grace
 from ._names import EntityRef
 from ._namespace import Namespace
 from ._properties import (EntityStatus, QueueProperties, RuleProperties, SubscriptionProperties,
@@ -41,6 +42,7 @@ class Entity:
     updated_at: datetime
     store: MessageStore
     topic: Optional[TopicProperties] = None  # a subscription's topic
+    lock_grace: timedelta = timedelta(0)  # from the client's clock (_clock.lock_grace)
 
     @property
     def name(self) -> str:
@@ -66,6 +68,7 @@ class Entity:
             dead_letter_on_expiration=p.dead_lettering_on_message_expiration,
             duplicate_detection=(dedup.duplicate_detection_history_time_window
                                  if dedup.requires_duplicate_detection else None),
+            lock_grace=self.lock_grace,
         )
 
     @property
@@ -175,7 +178,7 @@ class EntityResolver:
         props = cls.from_dict(row.properties)
         store = self._store(row.location, props.enable_partitioning, f"{ref.kind} '{props.name}'",
                             topic=ref.kind == "topic")
-        return Entity(ref, props, row.updated_at, store)
+        return Entity(ref, props, row.updated_at, store, lock_grace=lock_grace(self._ns.clock))
 
     def subscriptions(self, topic: EntityRef) -> List[Entity]:
         """Every subscription of ``topic``, with its rules, in ONE registry read (none while
@@ -237,7 +240,8 @@ class EntityResolver:
         topic_ttl = topic.default_message_time_to_live
         cap = own if own is not None and (topic_ttl is None or own < topic_ttl) else None
         admission = Admission(windows, cap, props.dead_lettering_on_filter_evaluation_exceptions)
-        return Entity(ref, props, sub_row.updated_at, base.reading(admission), topic)
+        return Entity(ref, props, sub_row.updated_at, base.reading(admission), topic,
+                      lock_grace=lock_grace(self._ns.clock))
 
     def _store(self, location: str, partitioned: bool, what: str, *, topic: bool = False,
                inbox: Optional[str] = None) -> MessageStore:

@@ -3,6 +3,7 @@
 Layout under the root (docs/ARCHITECTURE.md has the full picture)::
 
     <root>/_sbdelta/registry                         entity registry (Delta)
+    <root>/_sbdelta/clock/<id>                       a clock probe while it is measured
     <root>/queues/<key>/<incarnation>/...            a queue's tables
     <root>/topics/<key>/<incarnation>/...            a topic's tables
     <root>/topics/<key>/<incarnation>/subscriptions/<sub key>/<incarnation>/...
@@ -14,13 +15,22 @@ incarnation folder per creation means a deleted-then-recreated entity never sees
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from ._clock import Clock, checked_clock
+from ._clock import Clock, checked_clock, tolerance_of
 from ._spark import LazySpark
-from .exceptions import ServiceBusAuthorizationError, ServiceBusConnectionError
+from .exceptions import ClockSkewError, ServiceBusAuthorizationError, ServiceBusConnectionError
+
+log = logging.getLogger("sbdelta")
+
+#: A wall clock is compared with the storage's again after this many seconds (real time).
+CLOCK_CHECK_SECONDS = 60.0
 
 __all__ = ["Namespace", "normalize_root"]
 
@@ -74,7 +84,72 @@ class Namespace:
         self.spark = spark if spark is not None else LazySpark()
         self.clock = checked_clock(clock)
         self._fs = None
+        self._clock_checked: Optional[float] = None
         self.registry = Registry(self.spark, self.path("_sbdelta", "registry"), self.engine)
+
+    def check_clock(self) -> None:
+        """Refuse to grant locks while this host's clock is off (RECV-3 across hosts).
+
+        For a wall clock (``clock.wall_clock``, :class:`~sbdelta.SystemClock`) compare it with
+        the storage's clock, at most once a minute: write a probe file under
+        ``_sbdelta/clock``, read its modification time (the storage's time of the write) and
+        remove it. Simulated clocks (ManualClock) are not compared.
+
+        Raises:
+            ClockSkewError: they differ by more than the clock's ``skew_tolerance``.
+        """
+        if not getattr(self.clock, "wall_clock", False):
+            return
+        if (self._clock_checked is not None
+                and time.monotonic() - self._clock_checked < CLOCK_CHECK_SECONDS):
+            return
+        tolerance = tolerance_of(getattr(self.clock, "skew_tolerance", None))
+        skew = self.clock_skew()
+        if skew is None:  # the storage gave no time: nothing to compare, locks as before
+            return
+        if abs(skew) > tolerance:
+            side = "ahead of" if skew > timedelta(0) else "behind"
+            raise ClockSkewError(
+                f"this host's clock is {abs(skew.total_seconds()):.3f} s {side} the clock of "
+                f"the storage of namespace {self.root}, more than the clock's skew_tolerance "
+                f"of {tolerance.total_seconds():g} s: a lock granted now could be believed "
+                "held by two hosts at once. Synchronise this host's clock (NTP), or give "
+                "every host sharing the namespace a larger tolerance "
+                "(SystemClock(skew_tolerance=timedelta(seconds=...)), up to 5 minutes; a "
+                "lock that ran out is taken again twice that long after its end)")
+        self._clock_checked = time.monotonic()
+
+    def clock_skew(self) -> Optional[timedelta]:
+        """This client's clock minus the storage's, measured by writing a probe file (None
+        when the storage reports no modification time)."""
+        uri = self.path("_sbdelta", "clock", uuid.uuid4().hex)
+        local = re.sub(r"^file:(//)?", "", uri) if self.is_local else None
+        before = self.clock.now()
+        if local is not None:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with open(local, "w", encoding="utf-8") as probe:
+                probe.write(before.isoformat())
+            stamp = os.stat(local).st_mtime_ns / 1e9
+            after = self.clock.now()
+            os.remove(local)
+        else:
+            jvm = self.spark.sparkContext._jvm
+            path = jvm.org.apache.hadoop.fs.Path(uri)
+            out = self.hadoop_fs().create(path, True)
+            try:
+                out.write(bytearray(before.isoformat().encode("utf-8")))
+            finally:
+                out.close()
+            stamp = self.hadoop_fs().getFileStatus(path).getModificationTime() / 1000.0
+            after = self.clock.now()
+            self.hadoop_fs().delete(path, False)
+        if not stamp:
+            return None
+        storage = datetime.fromtimestamp(stamp, timezone.utc)
+        skew = before + (after - before) / 2 - storage
+        log.debug("clock of %s vs namespace %s: %+.3f s", type(self.clock).__name__, self.root,
+                  skew.total_seconds())
+        return skew
 
     @property
     def is_local(self) -> bool:

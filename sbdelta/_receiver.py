@@ -3,6 +3,7 @@ settles."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
@@ -103,7 +104,9 @@ class ServiceBusReceiver(Handler):
         return entity.store
 
     def _policy(self, entity: Entity):
-        return DLQ_POLICY if self._sub_queue else entity.policy
+        if self._sub_queue:
+            return dataclasses.replace(DLQ_POLICY, lock_grace=entity.lock_grace)
+        return entity.policy
 
     def _to_message(self, row, entity: Entity, *, peeked: bool = False) -> ServiceBusReceivedMessage:
         get = row.asDict()
@@ -204,6 +207,8 @@ class ServiceBusReceiver(Handler):
         self._check_sessions(entity, "receive")
         store = self._store(entity)
         hold = None if self._session is None else hold_session(self._session, entity)
+        if self._mode is ServiceBusReceiveMode.PEEK_LOCK:
+            self._conn.ns.check_clock()  # RECV-3 across hosts: before any lock is granted
         return store.acquire(n, policy=self._policy(entity), now=self._now,
                              delete=self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE,
                              as_rows=as_rows, session=hold)
@@ -279,6 +284,8 @@ class ServiceBusReceiver(Handler):
         self._check_sessions(entity, "receive deferred messages")
         hold = None if self._session is None else hold_session(self._session, entity)
         delete = self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        if not delete:
+            self._conn.ns.check_clock()  # RECV-3 across hosts: before any lock is granted
         found = self._store(entity).receive_deferred(
             seqs, policy=self._policy(entity), now=self._now(), delete=delete,
             what=f"receive deferred messages from {self.entity_path}", session=hold)
@@ -524,6 +531,9 @@ class _Host(SessionHost):
 
     def check_sessions(self, entity: Entity, what: str) -> None:
         self._receiver._check_sessions(entity, what)
+
+    def check_clock(self) -> None:
+        self._receiver._conn.ns.check_clock()
 
     def kept(self, session: ServiceBusSession) -> None:
         if self._receiver._renewer is not None:

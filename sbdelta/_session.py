@@ -53,6 +53,10 @@ class SessionHost:
         """The session was just locked: the receiver's AutoLockRenewer keeps it from now."""
         raise NotImplementedError
 
+    def check_clock(self) -> None:
+        """Raise ClockSkewError when this host's clock is too far from the storage's."""
+        raise NotImplementedError
+
 
 @under_retry_policy
 class ServiceBusSession:
@@ -109,10 +113,11 @@ class ServiceBusSession:
             return self._check_held("receive")
         host = self._host
         host.check_sessions(entity, "lock the session")
+        host.check_clock()
         store = host.store(entity)
         if self._session_id is not None:
             self._hold = store.lock_session(self._session_id, host.now(),
-                                            entity.policy.lock_duration)
+                                            entity.policy.lock_duration, entity.lock_grace)
             self._kept()
             return self._hold
         wait = host.max_wait_time or 0.0
@@ -192,9 +197,11 @@ class ServiceBusSession:
             return
         now = self._host.now()
         if self._hold.locked_until > now:
-            store, _ = self._store()
+            store, entity = self._store()
+            # Ended a grace ago: the next receiver need not wait out the grace that protects
+            # a lock which merely ran out (Policy.lock_grace); this one was given up.
             try:
-                store.move_session_lock(self._hold, now, now,
+                store.move_session_lock(self._hold, now - entity.lock_grace, now,
                                         what=self._what("release the session"))
             except SessionLockLostError:
                 pass

@@ -50,6 +50,7 @@ __all__ = [
     "ConfigurationError",
     "SparkSetupError",
     "StorageLayoutError",
+    "ClockSkewError",
     "AutoLockRenewFailed",
     "AutoLockRenewTimeout",
 ]
@@ -241,3 +242,10 @@ class SparkSetupError(ServiceBusError):
 class StorageLayoutError(ServiceBusError):
     """An entity's tables were made by an older sbdelta storage layout that this version does
     not open; the message names the table, what is wrong with it and how to migrate."""
+
+
+class ClockSkewError(ServiceBusError):
+    """This host's clock differs from the storage's by more than the clock's
+    ``skew_tolerance``: granting a lock could let two hosts both believe they hold it (RECV-3),
+    so lock-granting calls are refused until the clock is synchronised (NTP) or the tolerance
+    is raised on every host sharing the namespace (docs/ARCHITECTURE.md, "Whose clock")."""

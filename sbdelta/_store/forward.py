@@ -305,7 +305,8 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
     m = source.messages()
     marked = m.where(f"kind = '{MSG}' AND state = '{FORWARDING}'")
     for found in (marked.groupBy(F.expr(_batch_id()).alias("b"))
-                  .agg(F.min(F.expr(f"locked_until <= {sql_literal(now)}")).alias("gone"))
+                  .agg(F.min(F.expr(f"locked_until <= {sql_literal(now - policy.lock_grace)}"))
+                       .alias("gone"))
                   .collect()):
         rows = marked.where(f"{_batch_id()} = {sql_literal(found.b)}")
         pids = [r.pid for r in rows.select("pid").distinct().collect()]
@@ -320,7 +321,7 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
             return 0
     states = f"'{ACTIVE}', '{DEFERRED}', '{SCHEDULED}'"
     expired = expired_sql(policy, now, dead_letter=dead_letters)
-    free = m.where(f"kind = '{MSG}' AND state IN ({states}) AND {free_sql(now)} "
+    free = m.where(f"kind = '{MSG}' AND state IN ({states}) AND {free_sql(now - policy.lock_grace)} "
                    f"AND NOT ({expired})")
     if dead_letters:
         free = free.where(~_hop_limited())  # a dead letter at its hop limit stays here

@@ -32,6 +32,9 @@ class Policy:
     default_ttl: Optional[timedelta]
     dead_letter_on_expiration: bool
     duplicate_detection: Optional[timedelta]  # the window, None when off
+    #: How long after a lock's end another receiver may take the message: twice the clock's
+    #: skew tolerance (RECV-3 across hosts whose clocks differ; ``_clock.lock_grace``).
+    lock_grace: timedelta = timedelta(0)
 
 
 #: A dead-letter queue: no expiry (TTL-8), no delivery limit, the default lock duration.
@@ -108,7 +111,9 @@ def over_limit_sql(policy: Policy, *, dead_letter: bool = False) -> str:
 
 
 def free_sql(now: datetime) -> str:
-    """Nobody holds the row's lock: never locked, or the lock ended (RECV-4, TTL-5)."""
+    """Nobody holds the row's lock: never locked, or the lock ended (RECV-4, TTL-5). Callers
+    pass their time less the policy's ``lock_grace`` (a holder whose clock runs behind may
+    still believe it holds a lock that ended by this host's clock)."""
     return f"(locked_until IS NULL OR locked_until <= {sql_literal(now)})"
 
 
@@ -120,9 +125,11 @@ def conditions(policy: Policy, now: datetime, *, dead_letter: bool) -> Tuple[str
     deferred message that expired (SETTLE-4 with TTL-4/6), or a row left half-way through a
     dead-letter move.
     """
-    free = free_sql(now)
-    live = (f"kind = '{MSG}' AND state IN ('{ACTIVE}', '{SCHEDULED}') "
-            f"AND visible_at <= {sql_literal(now)} AND {free}")
+    free = free_sql(now - policy.lock_grace)
+    # An active message is visible whatever its enqueued time (its sender's clock may run
+    # ahead of this host's); a scheduled one from its time on.
+    live = (f"kind = '{MSG}' AND (state = '{ACTIVE}' OR (state = '{SCHEDULED}' "
+            f"AND visible_at <= {sql_literal(now)})) AND {free}")
     deferred = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free}"
     expired = expired_sql(policy, now, dead_letter=dead_letter)
     over = over_limit_sql(policy, dead_letter=dead_letter)

@@ -148,11 +148,11 @@ class MessageStore:
                                session=session)
 
     # -- sessions (SESS-2..5) ------------------------------------------------------------------
-    def lock_session(self, session_id: str, now: datetime,
-                     duration: timedelta) -> sessions.SessionHold:
+    def lock_session(self, session_id: str, now: datetime, duration: timedelta,
+                     grace: timedelta = timedelta(0)) -> sessions.SessionHold:
         """Take the session's lock; SessionCannotBeLockedError when someone holds it."""
         return sessions.lock_session(self, session_id, key_partition(session_id, self.partitions),
-                                     now, duration)
+                                     now, duration, grace)
 
     def lock_next_session(self, policy: Policy, now: datetime,
                           duration: timedelta) -> Optional[sessions.SessionHold]:
@@ -161,7 +161,8 @@ class MessageStore:
         between the read and the lock is passed over)."""
         for session_id, pid in sessions.available(self, policy, now):
             try:
-                return sessions.lock_session(self, session_id, pid, now, duration)
+                return sessions.lock_session(self, session_id, pid, now, duration,
+                                             policy.lock_grace)
             except SessionCannotBeLockedError:
                 continue
         return None

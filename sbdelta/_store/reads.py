@@ -191,15 +191,14 @@ def _unregistered_counts(store, lagging: Dict[int, int], lo: int, hi: int, now: 
 
     out = Counts()
     for row in rs.inbox_rows(store.inbox_path, lagging, lo, hi, sequence_number,
-                             columns=["kind", "scheduled_enqueue_time", "enqueued_time",
-                                      "size"]):
+                             columns=["kind", "scheduled_enqueue_time", "size"]):
         if row["kind"] != MSG or (row["pid"], msg_key(row["pos"])) in tombstones:
             continue
         scheduled = as_utc(row["scheduled_enqueue_time"])
-        if (scheduled or as_utc(row["enqueued_time"])) <= now:
-            out.active += 1
         if scheduled is not None and scheduled > now:
             out.scheduled += 1
+        else:  # only a schedule hides a message (not a sender's clock ahead of ours)
+            out.active += 1
         out.size_in_bytes += row["size"] or 0
     return out
 
@@ -227,8 +226,8 @@ def _unregistered_counts_spark(store, lagging: Dict[int, int], frontiers_: Dict[
              .withColumn("k", F.expr(key_sql("pos")))  # every copy's position
              .join(tombstones, ["pid", "k"], "left_anti"))
     agg = inbox.agg(
-        F.sum(F.expr(f"CASE WHEN coalesce(scheduled_enqueue_time, enqueued_time) "
-                     f"<= {now_sql} THEN 1 ELSE 0 END")).alias("active"),
+        F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} THEN 0 ELSE 1 END"))
+        .alias("active"),
         F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} "
                      f"THEN 1 ELSE 0 END")).alias("scheduled"),
         F.sum("size").alias("size")).collect()[0]

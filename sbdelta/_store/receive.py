@@ -282,7 +282,7 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
     With ``session``, only that session's deferred messages are found; they are locked under
     the session (its grant prefix and end), and the commit carries the session row at the
     revision read, so it lands only while the session is held."""
-    free = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free_sql(now)}"
+    free = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free_sql(now - policy.lock_grace)}"
     if session is not None:
         free = f"{free} AND session_id = {sql_literal(session.session_id)}"
     expired = expired_sql(policy, now, dead_letter=store.dead_letter)

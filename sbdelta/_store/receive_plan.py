@@ -210,7 +210,10 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     expired = expired_sql(policy, now, dead_letter=dead_letter)
     failed = "dead_letter_reason IS NOT NULL" if rejects else "FALSE"
     live = f"(NOT _dup AND _trev IS NULL AND kind = '{MSG}')"
-    visible = f"(visible_at <= {sql_literal(now)})"
+    # Only a schedule hides a message: its enqueued time is its sender's clock, which may run
+    # ahead of this host's (docs/ARCHITECTURE.md, "Whose clock decides").
+    visible = (f"(scheduled_enqueue_time IS NULL OR scheduled_enqueue_time <= "
+               f"{sql_literal(now)})")
     ready = f"({live} AND NOT ({failed}) AND {visible} AND NOT ({expired}))"
     if tombstones:  # tombstones of cancelled messages are consumed (once, whatever copies)
         consumed = {"pid": "pid", "k": "_tk", "kind": f"'{MSG}'", "_rev": "_trev",

@@ -83,13 +83,13 @@ def _row_update(row, **changes) -> dict:
 
 
 def lock_session(store, session_id: str, pid: int, now: datetime,
-                 duration: timedelta) -> SessionHold:
+                 duration: timedelta, grace: timedelta = timedelta(0)) -> SessionHold:
     """Take the session's lock (SESS-2) in one commit; SessionCannotBeLockedError when another
-    receiver holds it."""
+    receiver holds it (or held it until less than ``grace`` ago: see Policy.lock_grace)."""
     def step():
         row = _read(store, pid, session_id)
         if row is not None and row.locked_until is not None \
-                and from_spark(row.locked_until) > now:
+                and from_spark(row.locked_until) > now - grace:
             raise SessionCannotBeLockedError(
                 f"session {session_id!r} is locked by another receiver until "
                 f"{from_spark(row.locked_until).isoformat()}; try again after that, or take "
@@ -130,7 +130,7 @@ def available(store, policy: Policy, now: datetime) -> List[Tuple[str, int]]:
     from pyspark.sql import functions as F
 
     claimable = conditions(policy, now, dead_letter=store.dead_letter)[0]
-    held = f"kind = '{SESSION}' AND locked_until > {sql_literal(now)}"
+    held = f"kind = '{SESSION}' AND locked_until > {sql_literal(now - policy.lock_grace)}"
     rows = (store.messages()
             .where(f"kind = '{FRONTIER}' OR ({held}) OR "
                    f"(({claimable}) AND session_id IS NOT NULL)")
