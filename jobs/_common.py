@@ -72,3 +72,24 @@ def run(job: str, doc: str, action: Callable[[argparse.Namespace, Dict[str, obje
         return 1
     print(report)
     return 0
+
+
+def exit_with(code: int) -> None:
+    """End the job's process with ``code``, without Python's interpreter finalization.
+
+    delta-rs (the engine of single calls on local namespaces) keeps a Tokio runtime whose worker
+    threads are never told to stop; one caught mid-task while the interpreter finalizes can
+    abort the process (SIGABRT, exit status 134) after the job has finished and printed its
+    report (seen in the suite: the expire job exiting 134 instead of 1; the same failure as
+    delta-io/delta-rs#2184 and lancedb/lancedb#4175). The job's output is flushed first; Spark
+    stops through the JVM's own shutdown hook. On Databricks, where the task's Python process
+    belongs to the cluster, it exits as usual (``sys.exit``).
+    """
+    import logging
+
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

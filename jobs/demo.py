@@ -124,4 +124,6 @@ def _topic_tour(client, admin, topic: str = "events") -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import _common
+
+    _common.exit_with(main())
