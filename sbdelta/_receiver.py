@@ -206,6 +206,9 @@ class ServiceBusReceiver(Handler):
         self._check_not_forwarding(entity)
         self._check_sessions(entity, "receive")
         store = self._store(entity)
+        if self._sub_queue is ServiceBusSubQueue.DEAD_LETTER:
+            # A dead-letter move a crash left half done: its message is dead-lettered already.
+            entity.store.finish_dead_letter_moves(self._now())
         hold = None if self._session is None else hold_session(self._session, entity)
         if self._mode is ServiceBusReceiveMode.PEEK_LOCK:
             self._conn.ns.check_clock()  # RECV-3 across hosts: before any lock is granted

@@ -212,6 +212,10 @@ class MessageStore:
                           copy_only: bool = False) -> int:
         return deadletter.move_dead_letters(self, pids, now, copy_only=copy_only)
 
+    def finish_dead_letter_moves(self, now: datetime) -> int:
+        """Move the DEADLETTERING rows a crash left, every partition (see :mod:`.deadletter`)."""
+        return deadletter.finish_moves(self, now)
+
     # -- reads ---------------------------------------------------------------------------------
     def peek(self, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
         return reads.peek(self, n, from_seq, now, where)

@@ -439,6 +439,32 @@ def test_settle_3_dead_letter_move_recovers_after_a_crash_between_its_commits(cl
     assert store.messages().where("state = 'DEADLETTERING'").count() == 0
 
 
+def test_settle_3_dlq_1_a_dead_letter_move_killed_after_its_first_commit_is_finished_by_the_dlq_receive(
+        client, queue, admin):
+    """The settlement committed (rows DEADLETTERING) and the process died before copying them:
+    the messages are dead-lettered, so a receive of the dead-letter queue finishes the move and
+    gets them, without waiting for a receive of the source or the expiry sweep (issue 18)."""
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    receiver = client.get_queue_receiver(name)
+    got = receiver.receive_messages(2)
+    store = client._entities.queue(name).store
+    original = store.move_dead_letters
+    store.move_dead_letters = lambda pids, now: None  # killed before step 2
+    try:
+        receiver.dead_letter_messages(got, reason="crash-test")
+    finally:
+        store.move_dead_letters = original
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    assert dlq.peek_messages(5) == []  # not moved yet: a peek does not write
+    moved = receive_all(dlq, 2)
+    assert sorted(str(m) for m in moved) == ["a", "b"]
+    assert {m.dead_letter_reason for m in moved} == {"crash-test"}
+    dlq.complete_messages(moved)
+    assert receiver.receive_messages(5) == [] and dlq.receive_messages(5) == []
+    assert admin.get_queue_runtime_properties(name).total_message_count == 0
+
+
 @pytest.mark.parametrize("zone", ["America/Los_Angeles", "Asia/Kolkata"])
 def test_ttl_1_recv_4_broker_times_are_utc_in_any_session_time_zone(spark, client, queue, clock,
                                                                     zone):

@@ -1,0 +1,266 @@
+"""The invariant checker of the crash trials: what the tables must hold after a kill -9.
+
+Checked through what a user sees (peeks of the queue and its dead-letter queue, the runtime
+counts, receives), after each trial:
+
+1. nothing present twice: no message id twice in the queue, its dead-letter queue or both
+   (and, where the operation moves messages between entities, across them); no sequence number
+   twice;
+2. nothing lost: every message the setup put in and every acknowledged send or schedule is
+   present, unless a call that removes it (complete, cancel, a ReceiveAndDelete receive) was
+   begun; a ReceiveAndDelete receive in flight may take at most its batch unjournaled;
+3. acknowledged calls took effect: completed, cancelled and received-and-deleted messages are
+   gone, dead-lettered ones are in the dead-letter queue, deferred ones are deferred; nothing
+   is dead-lettered that no call (or expiry) asked for;
+4. counts consistent with contents: the runtime properties equal what the peeks show;
+5. the entity still usable: an hour later (every lock of the killed process expired) a receiver
+   drains it, no message twice, then a new message goes through send, receive and complete, and
+   every count is 0. Messages delivered again after the lost lock are counted (``redelivered``).
+"""
+
+from collections import Counter
+from typing import Dict, List, Set, Tuple
+
+from sbdelta import ManualClock, ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from sbdelta._message import ServiceBusMessageState
+from sbdelta.exceptions import MessagingEntityNotFoundError
+from sbdelta.management import ServiceBusAdministrationClient
+
+from ..workers.crash_worker import BATCH, DESTINATION, QUEUE, peek_all
+from .trials import Trial, now_plus
+
+#: Operations whose removed messages are gone for good (SETTLE-1, RECV-2, SCHED-3).
+REMOVING = {"complete", "cancel", "receive_and_delete"}
+
+
+class Journal:
+    """The worker's calls: acknowledged (``done``) and begun (``begin``, done or not)."""
+
+    def __init__(self, records: List[dict]):
+        self.done: Dict[str, Set[str]] = {}
+        self.begun: Dict[str, Set[str]] = {}
+        self.in_flight = None
+        for r in records:
+            if r["ev"] == "begin":
+                self.begun.setdefault(r["op"], set()).update(r["ids"])
+                self.in_flight = r
+            elif r["ev"] == "done":
+                self.done.setdefault(r["op"], set()).update(r["ids"])
+                self.in_flight = None
+
+    def acked(self, op) -> Set[str]:
+        return self.done.get(op, set())
+
+    def started(self, op) -> Set[str]:
+        return self.begun.get(op, set())
+
+
+def view(namespace: str, queue: str, clock=None) -> Tuple[Dict[str, object], Dict[str, object]]:
+    """(messages by id in ``queue``, messages by id in its dead-letter queue), asserting that
+    no id and no sequence number shows twice."""
+    with ServiceBusClient(namespace, clock=clock) as client:
+        main = peek_all(client.get_queue_receiver(queue))
+        dead = peek_all(client.get_queue_receiver(queue,
+                                                  sub_queue=ServiceBusSubQueue.DEAD_LETTER))
+    for where, found in (("queue", main), ("dead-letter queue", dead)):
+        twice = [i for i, n in Counter(m.message_id for m in found).items() if n > 1]
+        assert not twice, f"present twice in the {where}: {twice[:10]}"
+        seqs = [s for s, n in Counter(m.sequence_number for m in found).items() if n > 1]
+        assert not seqs, f"sequence numbers twice in the {where}: {seqs[:10]}"
+    main_ids, dead_ids = {m.message_id: m for m in main}, {m.message_id: m for m in dead}
+    both = set(main_ids) & set(dead_ids)
+    assert not both, f"in the queue and in its dead-letter queue: {sorted(both)[:10]}"
+    return main_ids, dead_ids
+
+
+def check_counts(namespace: str, queue: str, main: Dict[str, object], dead: Dict[str, object]):
+    props = ServiceBusAdministrationClient(namespace).get_queue_runtime_properties(queue)
+    states = Counter(m.state for m in main.values())
+    seen = {"active": states[ServiceBusMessageState.ACTIVE],
+            "scheduled": states[ServiceBusMessageState.SCHEDULED],
+            "deferred": states[ServiceBusMessageState.DEFERRED], "dead-lettered": len(dead)}
+    counted = {"active": props.active_message_count,
+               "scheduled": props.scheduled_message_count,
+               "deferred": props.deferred_message_count,
+               "dead-lettered": props.dead_letter_message_count}
+    assert counted == seen, f"counts {counted} but the peeks show {seen}"
+    assert props.total_message_count == len(main) + len(dead)
+
+
+def check_messages(trial: Trial, main: Dict[str, object], dead: Dict[str, object]) -> Set[str]:
+    """Rules 1-3 of the module docstring for a trial on the queue ``q``; returns the ids on
+    their way to the dead-letter queue (the drain must find them there)."""
+    journal = Journal(trial.journal)
+    present = set(main) | set(dead)
+    expected = (set(trial.setup.ids) | journal.acked("send") | journal.acked("schedule"))
+    may_be_gone = set().union(*(journal.started(op) | journal.acked(op) for op in REMOVING))
+    # A dead-letter call killed after its settlement committed and before the move: the
+    # message is in neither view until a dead-letter receive (or the sweep) moves it; the
+    # drain checks that it arrives.
+    in_transit = (expected & journal.started("dead_letter")) - present
+    missing = expected - present - may_be_gone - in_transit
+    in_flight = journal.in_flight
+    if in_flight and in_flight["op"] == "receive_and_delete":
+        # Received and deleted by the call in flight, not journaled before the kill: at most
+        # the call's batch (RECV-2: ReceiveAndDelete is at-most-once by design).
+        assert len(missing) <= BATCH, f"lost messages: {sorted(missing)[:10]}"
+    else:
+        assert not missing, f"lost messages: {sorted(missing)[:10]}"
+    unknown = present - expected - journal.started("send") - journal.started("schedule")
+    assert not unknown, f"messages nobody sent: {sorted(unknown)[:10]}"
+    for op in REMOVING:
+        back = journal.acked(op) & present
+        assert not back, f"{op} acknowledged but still present: {sorted(back)[:10]}"
+    not_dead = journal.acked("dead_letter") - set(dead)
+    assert not not_dead, f"dead-lettered but not in the dead-letter queue: {sorted(not_dead)[:10]}"
+    unasked = set(dead) - journal.started("dead_letter") - set(trial.setup.expiring)
+    assert not unasked, f"dead-lettered without a call: {sorted(unasked)[:10]}"
+    not_deferred = {i for i in journal.acked("defer")
+                    if i not in main or main[i].state != ServiceBusMessageState.DEFERRED}
+    assert not not_deferred, f"deferred but not deferred: {sorted(not_deferred)[:10]}"
+    for i in journal.acked("schedule") - journal.started("cancel"):
+        assert main[i].state == ServiceBusMessageState.SCHEDULED, f"{i} is not scheduled"
+    return in_transit
+
+
+def drain(namespace: str, queue: str, later: float = 3600 + 7200,
+          dead_letters: Set[str] = frozenset()) -> Dict[str, int]:
+    """Rule 5: receive and complete everything (an hour after the locks), then use the queue.
+
+    Returns what the drain saw: messages received, of them delivered again (delivery count
+    above 1: their lock was lost with the killed process), deferred and dead letters."""
+    clock = ManualClock(now_plus(later))
+    seen = {"received": 0, "redelivered": 0, "deferred": 0, "dead_letters": 0}
+    dead_ids: Set[str] = set()
+    with ServiceBusClient(namespace, clock=clock) as client:
+        receiver = client.get_queue_receiver(queue)
+        got_ids: List[str] = []
+        for _ in range(500):
+            got = receiver.receive_messages(100)
+            if not got:
+                break
+            got_ids += [m.message_id for m in got]
+            seen["redelivered"] += sum(1 for m in got if m.delivery_count > 1)
+            receiver.complete_messages(got)
+        twice = [i for i, n in Counter(got_ids).items() if n > 1]
+        assert not twice, f"drained twice: {twice[:10]}"
+        seen["received"] = len(got_ids)
+        deferred = [m.sequence_number for m in peek_all(client.get_queue_receiver(queue))
+                    if m.state == ServiceBusMessageState.DEFERRED]
+        for start in range(0, len(deferred), 100):
+            got = receiver.receive_deferred_messages(deferred[start:start + 100])
+            assert len(got) == len(deferred[start:start + 100]), "a deferred message is stuck"
+            receiver.complete_messages(got)
+        seen["deferred"] = len(deferred)
+        dlq = client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        for _ in range(500):
+            got = dlq.receive_messages(100)
+            if not got:
+                break
+            seen["dead_letters"] += len(got)
+            dead_ids.update(m.message_id for m in got)
+            dlq.complete_messages(got)
+        late = set(dead_letters) - dead_ids
+        assert not late, f"never reached the dead-letter queue: {sorted(late)[:10]}"
+        left = peek_all(client.get_queue_receiver(queue))
+        assert not left, f"left after the drain: {[(m.message_id, m.state.name) for m in left][:10]}"
+        client.get_queue_sender(queue).send_messages(ServiceBusMessage("after", message_id="after"))
+        got = receiver.receive_messages(1, max_wait_time=5)
+        assert [m.message_id for m in got] == ["after"], "the queue no longer delivers"
+        receiver.complete_messages(got)
+    props = ServiceBusAdministrationClient(namespace, clock=clock).get_queue_runtime_properties(
+        queue)
+    assert props.total_message_count == 0, f"counts after the drain: {props}"
+    return seen
+
+
+def check_queue_trial(trial: Trial) -> Dict[str, int]:
+    ns = trial.setup.namespace
+    main, dead = view(ns, QUEUE)
+    check_counts(ns, QUEUE, main, dead)
+    in_transit = check_messages(trial, main, dead)
+    return dict(drain(ns, QUEUE, dead_letters=in_transit), in_transit=len(in_transit))
+
+
+def check_expire(trial: Trial) -> Dict[str, int]:
+    """The sweep at the worker's clock (an hour on): an expired message is in the queue or in
+    the dead-letter queue, once (TTL-5); a sweep run after the kill finishes the job."""
+    from sbdelta.maintenance import expire_messages
+
+    ns, expiring = trial.setup.namespace, set(trial.setup.expiring)
+    main, dead = view(ns, QUEUE)
+    check_messages(trial, main, dead)
+    later = ManualClock(now_plus(3600))
+    expire_messages(ns, entities=[QUEUE], clock=later)
+    main, dead = view(ns, QUEUE, clock=later)
+    assert set(dead) == expiring, "the sweep after the kill did not dead-letter every expired one"
+    assert set(main) == set(trial.setup.ids) - expiring
+    check_counts(ns, QUEUE, main, dead)
+    return drain(ns, QUEUE)
+
+
+def check_idle(trial: Trial) -> Dict[str, int]:
+    """Idle deletion killed: the queue is either gone (and made again, empty) or whole."""
+    ns = trial.setup.namespace
+    admin = ServiceBusAdministrationClient(ns)
+    try:
+        admin.get_queue(QUEUE)
+    except MessagingEntityNotFoundError:
+        admin.create_queue(QUEUE)
+        main, dead = view(ns, QUEUE)
+        assert not main and not dead, "a queue made again shows its predecessor's messages"
+        return dict(drain(ns, QUEUE), deleted=1)
+    main, dead = view(ns, QUEUE)
+    assert set(main) == set(trial.setup.ids) and not dead, "a half-deleted queue"
+    check_counts(ns, QUEUE, main, dead)
+    return drain(ns, QUEUE)
+
+
+def check_forward(trial: Trial) -> Dict[str, int]:
+    """Forwarding killed: each message in the source or the destination, once (FWD-1); the
+    next forwarding run moves the rest."""
+    from sbdelta.maintenance import forward_messages
+
+    ns = trial.setup.namespace
+    source, _ = view(ns, QUEUE)
+    dest, _ = view(ns, DESTINATION)
+    both = set(source) & set(dest)
+    assert not both, f"in the source and the destination: {sorted(both)[:10]}"
+    assert set(source) | set(dest) == set(trial.setup.ids), "lost or invented in forwarding"
+    forward_messages(ns)
+    source, _ = view(ns, QUEUE)
+    dest, dead = view(ns, DESTINATION)
+    assert not source and set(dest) == set(trial.setup.ids)
+    check_counts(ns, DESTINATION, dest, dead)
+    return drain(ns, DESTINATION)
+
+
+def check_syphon(trial: Trial) -> Dict[str, int]:
+    """The syphon killed: in the primary each message at most once, none lost (still in the
+    backlog queue or home); the next run brings the rest home, once (PAIR-7)."""
+    from sbdelta.paired.syphon import Syphon
+
+    ns, backlog = trial.setup.namespace, trial.setup.backlog_queue
+    home, _ = view(ns, QUEUE)
+    with ServiceBusClient(trial.setup.secondary) as away:
+        parked = {m.message_id for m in peek_all(away.get_queue_receiver(backlog))}
+    assert set(home) | parked >= set(trial.setup.ids), "lost between the backlog and home"
+    Syphon(ns, trial.setup.secondary).drain()
+    home, dead = view(ns, QUEUE)
+    assert set(home) == set(trial.setup.ids) and not dead
+    with ServiceBusClient(trial.setup.secondary) as away:
+        assert not peek_all(away.get_queue_receiver(backlog)), "left in the backlog queue"
+    check_counts(ns, QUEUE, home, dead)
+    return drain(ns, QUEUE)
+
+
+CHECKS = {"expire": check_expire, "delete_idle": check_idle, "forward": check_forward,
+          "syphon": check_syphon}
+
+
+def check(trial: Trial) -> Dict[str, int]:
+    """Every invariant for ``trial``; returns the drain's figures."""
+    return CHECKS.get(trial.op, check_queue_trial)(trial)
+
+
+__all__ = ["check", "view", "drain"]

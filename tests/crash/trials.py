@@ -1,0 +1,228 @@
+"""Crash trials: kill -9 a process at a random point of one operation, then check the tables.
+
+A trial (issue 18) sets up a fresh namespace for one operation (:data:`SETUPS`), starts
+tests/workers/crash_worker.py repeating that operation, kills it with SIGKILL a random time after
+it is ready, and hands the namespace and the worker's journal to the invariant checker
+(tests/crash/invariants.py). The trial records where the kill landed: inside a call (its
+``begin`` journaled, its ``done`` not) or between two.
+"""
+
+import json
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List, Optional
+
+from sbdelta import ServiceBusClient, ServiceBusMessage
+from sbdelta.management import ServiceBusAdministrationClient
+
+from ..conftest import output_tail, run_logged
+from ..workers.crash_worker import DESTINATION, QUEUE, SPARK_OPERATIONS
+
+#: Messages a trial's queue holds before the worker starts.
+BACKLOG = 300
+#: Seconds after "ready" within which the kill falls (uniformly): the length of the first call
+#: in a fresh process (the Spark ones measured on the 2-core machine, docs/reliability.md), so
+#: kill points spread over the whole of it; the delta-rs calls take 20-200 ms, so their window
+#: holds tens of calls.
+WINDOWS = {"send_dataframe": 10.0, "receive_dataframe": 18.0, "expire": 25.0, "compact": 20.0,
+           "delete_idle": 0.4, "forward": 18.0, "syphon": 30.0}
+DEFAULT_WINDOW = 3.0
+#: The window of a delta-rs operation whose worker runs on the ``spark`` engine.
+SPARK_ENGINE_WINDOW = 10.0
+#: How far ahead of true time the worker's clock runs (seconds), per operation.
+LATER = {"expire": 3600, "delete_idle": 2 * 86400}
+
+
+def messages(prefix, count, **kwargs):
+    return [ServiceBusMessage(f"{prefix}{i}", message_id=f"{prefix}{i}", **kwargs)
+            for i in range(count)]
+
+
+@dataclass
+class Setup:
+    """What a trial's namespace held before the worker started."""
+    namespace: str
+    ids: List[str]
+    secondary: Optional[str] = None
+    #: Ids the operation may move to the dead-letter queue without a journaled call (expiry).
+    expiring: List[str] = field(default_factory=list)
+    backlog_queue: Optional[str] = None
+
+
+def _queue(ns, **properties):
+    ServiceBusAdministrationClient(ns).create_queue(
+        QUEUE, lock_duration=timedelta(minutes=1), max_delivery_count=100, **properties)
+
+
+def _send(ns, batch):
+    with ServiceBusClient(ns) as client:
+        client.get_queue_sender(QUEUE).send_messages(batch)
+    return [m.message_id for m in batch]
+
+
+def setup_plain(ns, count=BACKLOG):
+    _queue(ns)
+    return Setup(ns, _send(ns, messages("old", count)))
+
+
+def setup_partitioned(ns):
+    _queue(ns, enable_partitioning=True)
+    return Setup(ns, _send(ns, [ServiceBusMessage(f"old{i}", message_id=f"old{i}",
+                                                  partition_key=f"k{i % 7}")
+                                for i in range(BACKLOG)]))
+
+
+def setup_deferred(ns):
+    setup = setup_plain(ns, 100)
+    with ServiceBusClient(ns) as client:
+        receiver = client.get_queue_receiver(QUEUE)
+        for _ in range(20):
+            got = receiver.receive_messages(50)
+            if not got:
+                break
+            receiver.defer_messages(got)
+    return setup
+
+
+def setup_expiring(ns):
+    _queue(ns, dead_lettering_on_message_expiration=True)
+    expiring = _send(ns, messages("exp", 100, time_to_live=timedelta(minutes=1)))
+    return Setup(ns, expiring + _send(ns, messages("keep", 50)), expiring=expiring)
+
+
+def setup_compaction(ns):
+    setup = setup_plain(ns)
+    with ServiceBusClient(ns) as client:
+        receiver = client.get_queue_receiver(QUEUE)
+        done = []
+        while len(done) < 200:
+            got = receiver.receive_messages(50)
+            receiver.complete_messages(got)
+            done += [m.message_id for m in got]
+    setup.ids = [i for i in setup.ids if i not in set(done)]
+    return setup
+
+
+def setup_idle(ns):
+    _queue(ns, auto_delete_on_idle=timedelta(hours=1))
+    return Setup(ns, _send(ns, messages("old", 50)))
+
+
+def setup_forward(ns):
+    admin = ServiceBusAdministrationClient(ns)
+    admin.create_queue(DESTINATION)
+    setup = setup_plain(ns, 200)
+    admin.update_queue(admin.get_queue(QUEUE), forward_to=DESTINATION)
+    return setup
+
+
+def setup_syphon(ns):
+    from sbdelta._namespace import normalize_root
+    from sbdelta.paired import (BACKLOG_QUEUE_PROPERTIES, backlog_queue_name, primary_identity,
+                                to_backlog)
+
+    secondary = ns + "-secondary"
+    _queue(ns)
+    backlog = backlog_queue_name(primary_identity(normalize_root(ns)), 0)
+    ServiceBusAdministrationClient(secondary).create_queue(backlog, **BACKLOG_QUEUE_PROPERTIES)
+    parked = messages("old", 200)
+    with ServiceBusClient(secondary) as away:
+        away.get_queue_sender(backlog).send_messages([to_backlog(m, QUEUE) for m in parked])
+    return Setup(ns, [m.message_id for m in parked], secondary=secondary, backlog_queue=backlog)
+
+
+def setup_senders(ns):
+    return setup_plain(ns, 20)
+
+
+SETUPS = {
+    "send": setup_senders, "send_batch": setup_senders, "schedule": setup_senders,
+    "send_dataframe": setup_senders,
+    "peek_lock": setup_plain, "complete": setup_partitioned, "complete_one": setup_plain,
+    "abandon": setup_plain, "defer": setup_plain, "dead_letter": setup_partitioned,
+    "renew": setup_plain, "receive_and_delete": setup_plain,
+    "receive_deferred": setup_deferred, "receive_dataframe": setup_partitioned,
+    "expire": setup_expiring, "compact": setup_compaction, "delete_idle": setup_idle,
+    "forward": setup_forward, "syphon": setup_syphon,
+}
+
+
+@dataclass
+class Trial:
+    op: str
+    setup: Setup
+    journal: List[dict]
+    engine: str
+    #: Where the kill landed: "inside <op>" or "between calls".
+    landed: str
+    #: Seconds from "ready" to the kill.
+    kill_after: float
+
+
+def read_journal(path) -> List[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.endswith("\n")]
+
+
+def run_trial(op: str, directory: str, rng: random.Random, engine: str = "auto",
+              max_window: Optional[float] = None) -> Trial:
+    """Set up ``op``'s namespace in ``directory``, run the worker and kill it at random
+    (within ``max_window`` seconds of its start, if given: the quick form's shorter trials)."""
+    os.makedirs(directory, exist_ok=True)
+    setup = SETUPS[op](os.path.join(directory, "ns"))
+    journal_path = os.path.join(directory, "journal.jsonl")
+    env = {"SBDELTA_ENGINE": engine}
+    if op in LATER:
+        env["SBDELTA_TEST_LATER"] = str(LATER[op])
+    args = [op, setup.namespace, journal_path] + ([setup.secondary] if setup.secondary else [])
+    proc = run_logged(os.path.join(directory, "worker.out"), "-m", "tests.workers.crash_worker",
+                      *args, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(r["ev"] == "ready" for r in read_journal(journal_path)):
+            assert proc.poll() is None, f"{op} worker died before it was ready:\n" \
+                                        f"{output_tail(proc)}"
+            assert time.monotonic() < deadline, f"{op} worker not ready in 300 s"
+            time.sleep(0.05)
+        ready = time.monotonic()
+        window = WINDOWS.get(op, SPARK_ENGINE_WINDOW if engine == "spark" else DEFAULT_WINDOW)
+        window = min(window, max_window or window)
+        time.sleep(rng.uniform(0, window))
+        assert proc.poll() is None, f"{op} worker stopped by itself:\n{output_tail(proc)}"
+        os.kill(proc.pid, signal.SIGKILL)
+        kill_after = time.monotonic() - ready
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    journal = read_journal(journal_path)
+    calls = [r for r in journal if r["ev"] in ("begin", "done")]
+    landed = (f"inside {calls[-1]['op']}" if calls and calls[-1]["ev"] == "begin"
+              else "between calls")
+    return Trial(op, setup, journal, engine, landed, kill_after)
+
+
+def now_plus(seconds: float) -> datetime:
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+def summary(trials: List[Trial]) -> Dict[str, object]:
+    """Per operation: trials, kills inside a call, kills between calls, engines."""
+    out: Dict[str, dict] = {}
+    for t in trials:
+        row = out.setdefault(t.op, {"trials": 0, "inside": 0, "between": 0, "engines": []})
+        row["trials"] += 1
+        row["inside" if t.landed.startswith("inside") else "between"] += 1
+        if t.engine not in row["engines"]:
+            row["engines"].append(t.engine)
+    return out
+
+
+__all__ = ["SETUPS", "SPARK_OPERATIONS", "Trial", "run_trial", "summary", "now_plus", "QUEUE",
+           "DESTINATION", "BACKLOG"]
