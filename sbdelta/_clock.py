@@ -141,6 +141,20 @@ def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
+def as_utc(moment: Optional[datetime]) -> Optional[datetime]:
+    """An aware UTC ``datetime`` (a plain one, not a subclass); naive values are taken as UTC
+    (delta-rs hands timestamps back naive, in UTC); None stays None."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = utc(moment)
+    if type(moment) is not datetime:  # e.g. pandas.Timestamp: keep only what datetime holds
+        moment = datetime(moment.year, moment.month, moment.day, moment.hour, moment.minute,
+                          moment.second, moment.microsecond, tzinfo=timezone.utc)
+    return moment
+
+
 def from_spark(moment):
     """A TIMESTAMP read from Spark (naive, in this process's local zone) as aware UTC."""
     return None if moment is None else moment.astimezone(timezone.utc)

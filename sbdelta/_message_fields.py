@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Dict, Mapping, Optional
 
-from sbdelta._clock import utc
+from sbdelta._clock import as_utc
 from sbdelta._durations import UNLIMITED_FROM, parse_duration
 from sbdelta.exceptions import (InvalidMessageError, InvalidPropertyError, MessageTypeError,
                                 ServiceBusInvalidOperationError)
@@ -42,17 +42,6 @@ _TTL_ACCEPTED = (
 
 def type_name(value: object) -> str:
     return type(value).__name__
-
-
-def as_utc(moment: datetime) -> datetime:
-    """An aware UTC ``datetime`` (a plain one, not a subclass); naive values are taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    moment = utc(moment)
-    if type(moment) is not datetime:  # e.g. pandas.Timestamp: keep only what datetime holds
-        moment = datetime(moment.year, moment.month, moment.day, moment.hour, moment.minute,
-                          moment.second, moment.microsecond, tzinfo=timezone.utc)
-    return moment
 
 
 def valid_text(field: str, text: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .._clock import as_utc
 from . import rs
 from .delta import sql_literal
 from .inbox import inbox_range, scan_inbox
@@ -201,15 +202,6 @@ def _unregistered_counts(store, lagging: Dict[int, int], lo: int, hi: int, now: 
             out.active += 1
         out.size_in_bytes += row["size"] or 0
     return out
-
-
-def as_utc(value: Optional[datetime]) -> Optional[datetime]:
-    """``value`` as an aware UTC time (delta-rs may hand timestamps back naive, in UTC)."""
-    from datetime import timezone
-
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=timezone.utc)
 
 
 def _unregistered_counts_spark(store, lagging: Dict[int, int], frontiers_: Dict[int, int],

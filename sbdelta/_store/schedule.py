@@ -27,7 +27,8 @@ from .delta import GuardTripped, guard_error, retry, sql_literal
 from .inbox import inbox_range
 from .layout import (CANCELLED, MAX_VERSION, MSG, POS_MASK, SCHEDULED, VERSION_SHIFT, msg_key,
                      partition_of, sequence_number)
-from .reads import as_utc, by_seq, query
+from .._clock import as_utc
+from .reads import by_seq, query
 
 
 def cancel_scheduled(store, seqs: Sequence[int], now: datetime, *, what: str) -> None:
