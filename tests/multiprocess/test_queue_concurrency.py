@@ -134,6 +134,7 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
         assert proc.returncode == 0, output_tail(proc)
 
     records = [r for log in logs[1:] for r in _read(log)]
+    _report_conflicts(records)
     for r in records:
         if r["event"] == "lock_lost":
             pytest.fail(f"a receiver lost a lock it should have held: {r['error']}")
@@ -172,6 +173,21 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     maintained = {log: [r for r in _read(log) if r["event"] == "maintained"] for log in jobs}
     assert all(rounds for rounds in maintained.values()), maintained
     assert _purged(maintained) > 0
+
+
+def _report_conflicts(records):
+    """Commit conflicts per receive (issue 18's load figure), printed and, with
+    ``$SBDELTA_TEST_STRESS_REPORT``, written as JSON."""
+    receives = [r for r in records if r["event"] == "received"]
+    handing = [r for r in receives if r["count"]]
+    figures = {"receives": len(receives), "receives_with_messages": len(handing),
+               "conflicts": sum(r["conflicts"] for r in receives),
+               "stale_plans": sum(r["stale"] for r in receives)}
+    figures["conflicts_per_receive"] = round(figures["conflicts"] / max(1, len(receives)), 4)
+    print(f"stress: {figures}")
+    if os.environ.get("SBDELTA_TEST_STRESS_REPORT"):
+        with open(os.environ["SBDELTA_TEST_STRESS_REPORT"], "w") as handle:
+            json.dump(figures, handle, indent=1)
 
 
 def _purged(maintained):

@@ -58,6 +58,7 @@ def main(argv):
     mode, namespace, queues, log_path = argv[:4]
     queues = queues.split(",")
     from sbdelta import ServiceBusClient, ServiceBusMessage, SystemClock
+    from sbdelta._store.delta import retry_counts
     from sbdelta.exceptions import MessageLockLostError
     from sbdelta.management import ServiceBusAdministrationClient
 
@@ -110,7 +111,11 @@ def main(argv):
             while time.monotonic() < deadline:
                 idle = True
                 for q, (receiver, lock) in receivers.items():
+                    before = dict(retry_counts)
                     got = receiver.receive_messages(batch)
+                    _log(log, event="received", queue=q, count=len(got),
+                         conflicts=retry_counts["conflict"] - before["conflict"],
+                         stale=retry_counts["stale"] - before["stale"])
                     if not got:
                         continue
                     idle = False
