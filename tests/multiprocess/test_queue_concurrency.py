@@ -21,17 +21,11 @@ from sbdelta import ManualClock, ServiceBusClient, ServiceBusSubQueue
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..conftest import output_tail, run_logged
+from .checks import check_every_message_once, read_log as _read
 
 # Messages per queue: the suite runs the stress at 300 on each of two queues (600 in all); the
 # long run (docs/testing.md) sets 2000 or more.
 MESSAGES = int(os.environ.get("SBDELTA_TEST_STRESS_MESSAGES", "300"))
-
-
-def _read(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as handle:
-        return [json.loads(line) for line in handle if line.endswith("\n")]
 
 
 def _wait(procs, timeout):
@@ -145,25 +139,7 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     assert {q: len(ids) for q, ids in sent.items()} == {
         **dict.fromkeys(QUEUES, MESSAGES), f"topic:{TOPIC}": MESSAGES}
     for queue, wanted in expected.items():
-        locks, completed, ids = defaultdict(list), defaultdict(list), {}
-        for r in records:
-            if r.get("queue") != queue:
-                continue
-            if r["event"] == "locked":
-                locks[r["seq"]].append((r["start"], r["until"], r["token"]))
-                ids[r["seq"]] = r["id"]
-            elif r["event"] == "completed":
-                completed[r["seq"]].append(r["token"])
-        # Nothing lost, each completed exactly once, no sequence number shared by two messages.
-        assert sorted(ids.values()) == sorted(wanted), queue
-        assert len(ids) == len(wanted), queue
-        assert all(len(tokens) == 1 for tokens in completed.values()), queue
-        assert len(completed) == len(wanted), queue
-        # No message held by two valid locks at once (rule RECV-3).
-        for seq, intervals in locks.items():
-            intervals.sort()
-            for (s1, u1, _), (s2, _, _) in zip(intervals, intervals[1:]):
-                assert s2 >= u1, f"{queue}: message {seq} locked twice at once: {intervals}"
+        check_every_message_once(records, queue, wanted)
     with ServiceBusClient(ns, spark=spark) as client:
         for queue in [*QUEUES, RELAYED]:
             assert client.get_queue_receiver(queue).peek_messages(10, sequence_number=0) == []
