@@ -33,6 +33,33 @@ from .trials import Trial, now_plus
 REMOVING = {"complete", "cancel", "receive_and_delete"}
 
 
+def receiver_of(client, setup, queue: str = QUEUE, **kwargs):
+    """A receiver of the trial's entity: the queue, or the subscription of a topic trial."""
+    if setup is not None and setup.subscription:
+        return client.get_subscription_receiver(*setup.subscription, **kwargs)
+    return client.get_queue_receiver(queue, **kwargs)
+
+
+def peek_entity(client, setup, queue: str = QUEUE) -> List:
+    """Every message of the trial's entity a peek shows (a session queue session by session:
+    SESS-1; each session receiver locks its session, so the client's clock must be past the
+    killed worker's session lock)."""
+    if setup is None or not setup.sessions:
+        return peek_all(receiver_of(client, setup, queue))
+    found = []
+    for session in setup.sessions:
+        with client.get_queue_receiver(queue, session_id=session) as receiver:
+            found += peek_all(receiver)
+    return found
+
+
+def runtime_properties(namespace: str, setup, queue: str = QUEUE, clock=None):
+    admin = ServiceBusAdministrationClient(namespace, clock=clock)
+    if setup is not None and setup.subscription:
+        return admin.get_subscription_runtime_properties(*setup.subscription)
+    return admin.get_queue_runtime_properties(queue)
+
+
 class Journal:
     """The worker's calls: acknowledged (``done``) and begun (``begin``, done or not)."""
 
@@ -55,13 +82,18 @@ class Journal:
         return self.begun.get(op, set())
 
 
-def view(namespace: str, queue: str, clock=None) -> Tuple[Dict[str, object], Dict[str, object]]:
-    """(messages by id in ``queue``, messages by id in its dead-letter queue), asserting that
-    no id and no sequence number shows twice."""
+def view(namespace: str, queue: str, clock=None, setup=None
+         ) -> Tuple[Dict[str, object], Dict[str, object]]:
+    """(messages by id in ``queue`` (or the trial's subscription), messages by id in its
+    dead-letter queue), asserting that no id and no sequence number shows twice."""
+    if setup is not None and setup.sessions:
+        # A session queue is peeked session by session (SESS-1), each session receiver
+        # locking its session: an hour on, when the killed worker's session lock ran out.
+        clock = ManualClock(now_plus(3600))
     with ServiceBusClient(namespace, clock=clock) as client:
-        main = peek_all(client.get_queue_receiver(queue))
-        dead = peek_all(client.get_queue_receiver(queue,
-                                                  sub_queue=ServiceBusSubQueue.DEAD_LETTER))
+        main = peek_entity(client, setup, queue)
+        dead = peek_all(receiver_of(client, setup, queue,
+                                    sub_queue=ServiceBusSubQueue.DEAD_LETTER))
     for where, found in (("queue", main), ("dead-letter queue", dead)):
         twice = [i for i, n in Counter(m.message_id for m in found).items() if n > 1]
         assert not twice, f"present twice in the {where}: {twice[:10]}"
@@ -73,8 +105,9 @@ def view(namespace: str, queue: str, clock=None) -> Tuple[Dict[str, object], Dic
     return main_ids, dead_ids
 
 
-def check_counts(namespace: str, queue: str, main: Dict[str, object], dead: Dict[str, object]):
-    props = ServiceBusAdministrationClient(namespace).get_queue_runtime_properties(queue)
+def check_counts(namespace: str, queue: str, main: Dict[str, object], dead: Dict[str, object],
+                 setup=None):
+    props = runtime_properties(namespace, setup, queue)
     states = Counter(m.state for m in main.values())
     seen = {"active": states[ServiceBusMessageState.ACTIVE],
             "scheduled": states[ServiceBusMessageState.SCHEDULED],
@@ -123,8 +156,38 @@ def check_messages(trial: Trial, main: Dict[str, object], dead: Dict[str, object
     return in_transit
 
 
+def _receive_everything(client, setup, queue: str) -> List:
+    """Receive and complete until nothing comes (for session entities: every session)."""
+    from sbdelta import NEXT_AVAILABLE_SESSION
+    from sbdelta.exceptions import OperationTimeoutError
+
+    got_all: List = []
+    if setup is None or not setup.sessions:
+        receiver = receiver_of(client, setup, queue)
+        for _ in range(500):
+            got = receiver.receive_messages(100)
+            if not got:
+                break
+            got_all += got
+            receiver.complete_messages(got)
+        return got_all
+    for _ in range(100):
+        try:
+            receiver = client.get_queue_receiver(queue, session_id=NEXT_AVAILABLE_SESSION,
+                                                 max_wait_time=1)
+            got = receiver.receive_messages(100)
+        except OperationTimeoutError:
+            return got_all
+        while got:
+            got_all += got
+            receiver.complete_messages(got)
+            got = receiver.receive_messages(100)
+        receiver.close()
+    raise AssertionError("more than 100 sessions to drain")
+
+
 def drain(namespace: str, queue: str, later: float = 3600 + 7200,
-          dead_letters: Set[str] = frozenset()) -> Dict[str, int]:
+          dead_letters: Set[str] = frozenset(), setup=None) -> Dict[str, int]:
     """Rule 5: receive and complete everything (an hour after the locks), then use the queue.
 
     Returns what the drain saw: messages received, of them delivered again (delivery count
@@ -133,26 +196,21 @@ def drain(namespace: str, queue: str, later: float = 3600 + 7200,
     seen = {"received": 0, "redelivered": 0, "deferred": 0, "dead_letters": 0}
     dead_ids: Set[str] = set()
     with ServiceBusClient(namespace, clock=clock) as client:
-        receiver = client.get_queue_receiver(queue)
-        got_ids: List[str] = []
-        for _ in range(500):
-            got = receiver.receive_messages(100)
-            if not got:
-                break
-            got_ids += [m.message_id for m in got]
-            seen["redelivered"] += sum(1 for m in got if m.delivery_count > 1)
-            receiver.complete_messages(got)
+        drained = _receive_everything(client, setup, queue)
+        got_ids = [m.message_id for m in drained]
+        seen["redelivered"] = sum(1 for m in drained if m.delivery_count > 1)
         twice = [i for i, n in Counter(got_ids).items() if n > 1]
         assert not twice, f"drained twice: {twice[:10]}"
         seen["received"] = len(got_ids)
-        deferred = [m.sequence_number for m in peek_all(client.get_queue_receiver(queue))
+        deferred = [m.sequence_number for m in peek_entity(client, setup, queue)
                     if m.state == ServiceBusMessageState.DEFERRED]
+        receiver = receiver_of(client, setup, queue)
         for start in range(0, len(deferred), 100):
             got = receiver.receive_deferred_messages(deferred[start:start + 100])
             assert len(got) == len(deferred[start:start + 100]), "a deferred message is stuck"
             receiver.complete_messages(got)
         seen["deferred"] = len(deferred)
-        dlq = client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        dlq = receiver_of(client, setup, queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
         for _ in range(500):
             got = dlq.receive_messages(100)
             if not got:
@@ -162,24 +220,28 @@ def drain(namespace: str, queue: str, later: float = 3600 + 7200,
             dlq.complete_messages(got)
         late = set(dead_letters) - dead_ids
         assert not late, f"never reached the dead-letter queue: {sorted(late)[:10]}"
-        left = peek_all(client.get_queue_receiver(queue))
+        left = peek_entity(client, setup, queue)
         assert not left, f"left after the drain: {[(m.message_id, m.state.name) for m in left][:10]}"
-        client.get_queue_sender(queue).send_messages(ServiceBusMessage("after", message_id="after"))
-        got = receiver.receive_messages(1, max_wait_time=5)
-        assert [m.message_id for m in got] == ["after"], "the queue no longer delivers"
-        receiver.complete_messages(got)
-    props = ServiceBusAdministrationClient(namespace, clock=clock).get_queue_runtime_properties(
-        queue)
+        after = ServiceBusMessage("after", message_id="after", application_properties={"n": 0},
+                                  session_id="after" if setup and setup.sessions else None)
+        if setup is not None and setup.subscription:
+            client.get_topic_sender(setup.subscription[0]).send_messages(after)
+        else:
+            client.get_queue_sender(queue).send_messages(after)
+        got = [m.message_id for m in _receive_everything(client, setup, queue)]
+        assert got == ["after"], "the entity no longer delivers"
+    props = runtime_properties(namespace, setup, queue, clock)
     assert props.total_message_count == 0, f"counts after the drain: {props}"
     return seen
 
 
 def check_queue_trial(trial: Trial) -> Dict[str, int]:
-    ns = trial.setup.namespace
-    main, dead = view(ns, QUEUE)
-    check_counts(ns, QUEUE, main, dead)
+    ns, setup = trial.setup.namespace, trial.setup
+    main, dead = view(ns, QUEUE, setup=setup)
+    check_counts(ns, QUEUE, main, dead, setup)
     in_transit = check_messages(trial, main, dead)
-    return dict(drain(ns, QUEUE, dead_letters=in_transit), in_transit=len(in_transit))
+    return dict(drain(ns, QUEUE, dead_letters=in_transit, setup=setup),
+                in_transit=len(in_transit))
 
 
 def check_expire(trial: Trial) -> Dict[str, int]:

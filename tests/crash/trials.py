@@ -20,7 +20,7 @@ from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..conftest import output_tail, run_logged
-from ..workers.crash_worker import DESTINATION, QUEUE, SPARK_OPERATIONS
+from ..workers.crash_worker import DESTINATION, QUEUE, SPARK_OPERATIONS, SUBSCRIPTION, TOPIC
 
 #: Messages a trial's queue holds before the worker starts.
 BACKLOG = 300
@@ -28,7 +28,7 @@ BACKLOG = 300
 #: in a fresh process (the Spark ones measured on the 2-core machine, docs/reliability.md), so
 #: kill points spread over the whole of it; the delta-rs calls take 20-200 ms, so their window
 #: holds tens of calls.
-WINDOWS = {"send_dataframe": 10.0, "receive_dataframe": 18.0, "expire": 25.0, "compact": 20.0,
+WINDOWS = {"subscription_complete": 12.0, "send_dataframe": 10.0, "receive_dataframe": 18.0, "expire": 25.0, "compact": 20.0,
            "delete_idle": 0.4, "forward": 18.0, "syphon": 30.0}
 DEFAULT_WINDOW = 3.0
 #: The window of a delta-rs operation whose worker runs on the ``spark`` engine.
@@ -51,6 +51,10 @@ class Setup:
     #: Ids the operation may move to the dead-letter queue without a journaled call (expiry).
     expiring: List[str] = field(default_factory=list)
     backlog_queue: Optional[str] = None
+    #: The entity the trial is about: the queue ``q``, or (topic, subscription).
+    subscription: Optional[tuple] = None
+    #: The session ids of a session-queue trial.
+    sessions: tuple = ()
 
 
 def _queue(ns, **properties):
@@ -135,6 +139,32 @@ def setup_syphon(ns):
     return Setup(ns, [m.message_id for m in parked], secondary=secondary, backlog_queue=backlog)
 
 
+def setup_subscription(ns):
+    """A topic whose subscription admits the even numbers (TOPIC-2); 60 messages, as its
+    receives plan in Spark (a drain of 300 would take a minute)."""
+    from sbdelta.management import RuleProperties, SqlRuleFilter
+
+    admin = ServiceBusAdministrationClient(ns)
+    admin.create_topic(TOPIC)
+    admin.create_subscription(TOPIC, SUBSCRIPTION, lock_duration=timedelta(minutes=1),
+                              max_delivery_count=100, default_rule=RuleProperties(
+                                  TOPIC, SUBSCRIPTION, "even",
+                                  filter=SqlRuleFilter("n % 2 = 0")))
+    with ServiceBusClient(ns) as client:
+        client.get_topic_sender(TOPIC).send_messages(
+            [ServiceBusMessage(f"old{i}", message_id=f"old{i}", application_properties={"n": i})
+             for i in range(60)])
+    return Setup(ns, [f"old{i}" for i in range(0, 60, 2)], subscription=(TOPIC, SUBSCRIPTION))
+
+
+def setup_sessions(ns):
+    """A session queue with six sessions (SESS-2)."""
+    _queue(ns, requires_session=True)
+    ids = _send(ns, [ServiceBusMessage(f"old{i}", message_id=f"old{i}", session_id=f"s{i % 6}")
+                     for i in range(BACKLOG)])
+    return Setup(ns, ids, sessions=tuple(f"s{i}" for i in range(6)))
+
+
 def setup_senders(ns):
     return setup_plain(ns, 20)
 
@@ -148,6 +178,7 @@ SETUPS = {
     "receive_deferred": setup_deferred, "receive_dataframe": setup_partitioned,
     "expire": setup_expiring, "compact": setup_compaction, "delete_idle": setup_idle,
     "forward": setup_forward, "syphon": setup_syphon,
+    "subscription_complete": setup_subscription, "session_complete": setup_sessions,
 }
 
 

@@ -20,6 +20,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 QUEUE = "q"
+#: The topic and the subscription of the ``subscription_complete`` trials.
+TOPIC, SUBSCRIPTION = "t", "s"
 #: The queue that ``forward`` trials forward ``q`` to.
 DESTINATION = "dest"
 #: Messages per call of the list forms.
@@ -84,9 +86,9 @@ def _schedule(ctx, journal):
             journal.call("cancel", _ids(message), lambda: sender.cancel_scheduled_messages(seqs))
 
 
-def _received(ctx, journal, settle):
+def _received(ctx, journal, settle, receiver=None):
     """Receives BATCH messages at a time (PeekLock) and settles them with ``settle``."""
-    receiver = ctx.client.get_queue_receiver(QUEUE)
+    receiver = receiver or ctx.client.get_queue_receiver(QUEUE)
     while True:
         journal.write("begin", op="receive", ids=[])
         got = receiver.receive_messages(BATCH, max_wait_time=1)
@@ -112,6 +114,28 @@ def _renew_then_complete(journal, receiver, got):
     for message in got:
         journal.call("renew", [message.message_id], lambda: receiver.renew_message_lock(message))
     journal.call("complete", _ids(got), lambda: receiver.complete_messages(got))
+
+
+def _sessions(ctx, journal):
+    """Next-available session receivers (SESS-2): each session's messages completed in
+    batches, the receiver closed (its session released) when the session is empty."""
+    from sbdelta import NEXT_AVAILABLE_SESSION
+    from sbdelta.exceptions import OperationTimeoutError
+
+    while True:
+        try:
+            receiver = journal.call("lock_session", [], lambda: ctx.client.get_queue_receiver(
+                QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1))
+        except OperationTimeoutError:
+            continue
+        while True:
+            journal.write("begin", op="receive", ids=[])
+            got = receiver.receive_messages(BATCH, max_wait_time=1)
+            journal.write("done", op="receive", ids=_ids(got))
+            if not got:
+                break
+            journal.call("complete", _ids(got), lambda: receiver.complete_messages(got))
+        journal.call("close_session", [], receiver.close)
 
 
 def _receive_and_delete(ctx, journal):
@@ -210,6 +234,10 @@ OPERATIONS = {
         ctx, j, lambda r, g: _settle_all("dead_letter", reason="crash trial")(j, r, g)),
     "renew": lambda ctx, j: _received(ctx, j, lambda r, g: _renew_then_complete(j, r, g)),
     "receive_and_delete": _receive_and_delete,
+    "subscription_complete": lambda ctx, j: _received(
+        ctx, j, lambda r, g: _settle_all("complete")(j, r, g),
+        ctx.client.get_subscription_receiver(TOPIC, SUBSCRIPTION)),
+    "session_complete": _sessions,
     "receive_deferred": _receive_deferred,
     "send_dataframe": _send_dataframe,
     "receive_dataframe": _receive_dataframe,
@@ -220,8 +248,9 @@ OPERATIONS = {
     "syphon": _syphon,
 }
 
-#: Operations that run Spark whatever the engine (DataFrame forms and batch jobs).
-SPARK_OPERATIONS = {"send_dataframe", "receive_dataframe", "expire", "compact", "delete_idle",
+#: Operations that run Spark whatever the engine (subscription receive plans, DataFrame forms
+#: and batch jobs).
+SPARK_OPERATIONS = {"subscription_complete", "send_dataframe", "receive_dataframe", "expire", "compact", "delete_idle",
                     "forward", "syphon"}
 
 
