@@ -449,7 +449,10 @@ def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
 
         try:
             spark.sql(statement)
-        except Exception:  # noqa: BLE001 - another process may have created it first
+        except Exception as exc:  # noqa: BLE001 - another process may have created it first
+            if isinstance(storage_fault(exc, statement), (ServiceBusAuthorizationError,
+                                                          ServiceBusQuotaExceededError)):
+                raise  # refused, read-only or full: no creator to wait for
             # A creator in another process may be between writing files and committing
             # version 0: give it a moment before calling the folder foreign.
             for _ in range(40):
