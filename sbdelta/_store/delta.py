@@ -157,7 +157,7 @@ def _line(exc: BaseException, pattern: "re.Pattern[str]") -> Optional[str]:
 def storage_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
     """The sbdelta error for ``exc`` when it says the storage itself failed, else None (the
     one table from storage failures to public errors; :func:`storage_errors` applies it at
-    the public API, :func:`retry` and :func:`run_guarded` inside the store).
+    the public API, :func:`retry` inside the store).
 
     - access refused (permissions, IAM, grants, an immutable file): ServiceBusAuthorizationError;
     - a read-only file system: ServiceBusAuthorizationError (the storage refuses writes);
