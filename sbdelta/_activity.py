@@ -71,9 +71,16 @@ def _write_text(ns, uri: str, text: str) -> None:
     if local is not None:  # a local namespace: no JVM needed (rename: readers see whole files)
         os.makedirs(os.path.dirname(local), exist_ok=True)
         scratch = f"{local}.{uuid.uuid4().hex}.tmp"
-        with open(scratch, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(scratch, local)
+        try:
+            with open(scratch, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(scratch, local)
+        except OSError:  # a full or read-only disk: leave no scratch file behind
+            try:
+                os.remove(scratch)
+            except OSError:
+                pass
+            raise
         return
     jvm = ns.spark.sparkContext._jvm
     out = ns.hadoop_fs().create(jvm.org.apache.hadoop.fs.Path(uri), True)

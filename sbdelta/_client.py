@@ -17,6 +17,7 @@ from .paired.sender import PairedSender, Pairing
 from ._receiver import ServiceBusReceiver
 from ._sender import ServiceBusSender
 from ._spark import session_of
+from ._store import storage_errors
 from .exceptions import ConfigurationError, ServiceBusInvalidOperationError
 
 __all__ = ["ServiceBusClient"]
@@ -194,7 +195,8 @@ class ServiceBusClient:
         identifier = _handler_options(kwargs, "get_..._sender")
         self._conn.check_open()
         self._check_entity_path(ref)
-        self._entities.resolve(ref)
+        with storage_errors(f"open {ref.label}"):  # issue 18: a storage failure said so
+            self._entities.resolve(ref)
         sender = ServiceBusSender(self._conn, ref, identifier)
         return sender if self._pairing is None else PairedSender(sender, self._pairing)
 
@@ -240,7 +242,8 @@ class ServiceBusClient:
                 raise ServiceBusInvalidOperationError(
                     "auto_lock_renewer is not supported in RECEIVE_AND_DELETE mode: its "
                     "messages hold no lock to renew")
-        self._entities.resolve(ref)
+        with storage_errors(f"open {ref.label}"):  # issue 18: a storage failure said so
+            self._entities.resolve(ref)
         return ServiceBusReceiver(self._conn, ref, mode, sub_queue,
                                   wait_seconds(max_wait_time, "max_wait_time"),
                                   session_id=session_id, auto_lock_renewer=auto_lock_renewer,

@@ -14,7 +14,7 @@ from ._activity import ActivityTracker
 from ._entity import Entity, EntityResolver
 from ._names import EntityRef
 from ._namespace import Namespace
-from ._store import DEFAULT_RETRY, RetryPolicy, retry_policy
+from ._store import DEFAULT_RETRY, RetryPolicy, retry_policy, storage_errors
 from .exceptions import ServiceBusInvalidOperationError
 
 
@@ -73,7 +73,9 @@ class Connection:
 def under_retry_policy(cls):
     """Class decorator: each public method of ``cls`` runs under the retry policy of its
     client (``self._retry_policy()``), so the ``retry_*`` options a client was made with
-    govern every commit retry its senders, receivers and sessions make."""
+    govern every commit retry its senders, receivers and sessions make; and a failure of the
+    storage escaping it is raised as its sbdelta error (:func:`sbdelta._store.storage_errors`,
+    issue 18: a read-only or full file system, a removed table or file)."""
     for name, member in list(vars(cls).items()):
         if not name.startswith("_") and callable(member) \
                 and not isinstance(member, (type, staticmethod, classmethod)):
@@ -84,9 +86,15 @@ def under_retry_policy(cls):
 def _with_policy(method: Callable) -> Callable:
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        with retry_policy(self._retry_policy()):
+        with retry_policy(self._retry_policy()), storage_errors(_what(self, method)):
             return method(self, *args, **kwargs)
     return run
+
+
+def _what(handler, method: Callable) -> str:
+    """How a storage failure's error names the call: ``complete_message on queue 'q'``."""
+    ref = getattr(handler, "_ref", None)
+    return f"{method.__name__} on {ref.label}" if ref is not None else method.__name__
 
 
 class Handler:

@@ -15,8 +15,8 @@ from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
 from ._store import PING_CONTENT_TYPE, inbox_rows, key_partition, sequence_number
-from .exceptions import (MessagingEntityNotFoundError, ServiceBusError,
-                         ServiceBusInvalidOperationError)
+from .exceptions import (MessagingEntityNotFoundError, ServiceBusCommunicationError,
+                         ServiceBusError, ServiceBusInvalidOperationError)
 
 __all__ = ["ServiceBusSender"]
 
@@ -97,6 +97,10 @@ class ServiceBusSender(Handler):
         write = entity.store.append_rows if isinstance(rows, list) else entity.store.append
         try:
             appended = write(rows, limit=entity.max_message_size, entity=entity.label)
+        except (MessagingEntityNotFoundError, ServiceBusCommunicationError):
+            # A table or file gone (sbdelta._store.storage_fault): a deletion in flight says so
+            self._raise_if_deleted(entity)
+            raise
         except ServiceBusError:
             raise
         except Exception:  # noqa: BLE001 - re-raised unless the entity is gone

@@ -8,7 +8,8 @@ verb on to the module that owns it.
 
 from .codec import inbox_rows
 from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, local_path, optimize,
-                    refused, retry, retry_policy, sql_literal, storage_refusal, vacuum)
+                    refused, retry, retry_policy, sql_literal, storage_errors, storage_fault,
+                    storage_refusal, vacuum)
 from .engines import ENGINES, Engine, resolve_engine
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
@@ -39,6 +40,7 @@ __all__ = [
     "Policy", "DLQ_POLICY", "seq_of_token", "Disposition", "Locked", "Settlement", "SessionHold",
     # commits
     "latest_version", "retry", "checkpoint", "optimize", "vacuum", "refused", "storage_refusal",
+    "storage_fault", "storage_errors",
     "RetryPolicy", "DEFAULT_RETRY", "retry_policy",
     # engines
     "ENGINES", "Engine", "resolve_engine",

@@ -25,7 +25,8 @@ from tenacity import (RetryError, Retrying, retry_if_exception, stop_after_attem
 
 from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotFoundError,
                           MessagingEntityAlreadyExistsError, MessagingEntityNotFoundError,
-                          ServiceBusAuthorizationError, ServiceBusError)
+                          ServiceBusAuthorizationError, ServiceBusCommunicationError,
+                          ServiceBusError, ServiceBusQuotaExceededError)
 
 log = logging.getLogger("sbdelta")
 T = TypeVar("T")
@@ -127,18 +128,99 @@ def refused(what: str, reason: str) -> ServiceBusAuthorizationError:
         "write access to the namespace folder")
 
 
+# How file systems say the storage failed (issue 18, "Storage faults"), matched in the error
+# text of any engine: Java's exceptions as Py4J quotes them, delta-rs's (Rust's "os error N"),
+# Python's OSError ("[Errno N]"). Checked in this order, whole text first: Java reports a
+# read-only or full file system as a FileNotFoundException "(Read-only file system)".
+_READ_ONLY = re.compile(r"Read-only file system|\bos error 30\b|\[Errno 30\]")
+_NOT_PERMITTED = re.compile(r"Operation not permitted|\bos error 1\)|\[Errno 1\]")
+_FULL = re.compile(r"No space left on device|\bos error 28\b|\[Errno 28\]"
+                   r"|Disk quota exceeded|\bos error 122\b|\[Errno 122\]")
+_NO_TABLE = re.compile(r"TableNotFoundError|DELTA_TABLE_NOT_FOUND|DELTA_MISSING_DELTA_TABLE"
+                       r"|is not a Delta table|\[PATH_NOT_FOUND\]"
+                       r"|does not exist or you don't have access")
+_NO_FILE = re.compile(r"FileNotFoundException|FILE_NOT_FOUND|No such file or directory"
+                      r"|\bos error 2\b|\[Errno 2\]|Object at location .* not found")
+
+
+def _line(exc: BaseException, pattern: "re.Pattern[str]") -> Optional[str]:
+    """The part of the first line of ``exc`` that ``pattern`` matches in, around the match
+    (a Java line is long: the file's path and the reason are kept)."""
+    text = f"{type(exc).__name__}: {exc}"
+    for line in text.splitlines():
+        match = pattern.search(line)
+        if match:
+            return line[max(0, match.start() - 160):match.end() + 200].strip()
+    return None
+
+
+def storage_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
+    """The sbdelta error for ``exc`` when it says the storage itself failed, else None (the
+    one table from storage failures to public errors; :func:`storage_errors` applies it at
+    the public API, :func:`retry` inside the store).
+
+    - access refused (permissions, IAM, grants, an immutable file): ServiceBusAuthorizationError;
+    - a read-only file system: ServiceBusAuthorizationError (the storage refuses writes);
+    - a full file system or quota: ServiceBusQuotaExceededError;
+    - a table gone (its folder or log removed outside sbdelta): MessagingEntityNotFoundError;
+    - a file the table's log names gone: ServiceBusCommunicationError (the storage lost it).
+
+    ``what`` names the operation; the message quotes the storage's own line.
+    """
+    if isinstance(exc, ServiceBusError):
+        return None
+    reason = storage_refusal(exc) or _line(exc, _NOT_PERMITTED)
+    if reason is not None:
+        return refused(what, reason)
+    line = _line(exc, _READ_ONLY)
+    if line is not None:
+        return ServiceBusAuthorizationError(
+            f"{what}: the storage refused to write: the namespace's file system is read-only "
+            f"({line}). Make it writable again and retry")
+    line = _line(exc, _FULL)
+    if line is not None:
+        return ServiceBusQuotaExceededError(
+            f"{what}: the namespace's storage is full ({line}). A Delta commit is all or "
+            "nothing: free space on the storage (or raise its quota) and retry")
+    line = _line(exc, _NO_TABLE)
+    if line is not None:
+        return MessagingEntityNotFoundError(
+            f"{what}: a table of the entity is missing from the storage ({line}): it was "
+            "removed outside sbdelta. Restore its folder from a backup, or delete and "
+            "recreate the entity")
+    line = _line(exc, _NO_FILE)
+    if line is not None:
+        return ServiceBusCommunicationError(
+            f"{what}: a file that the table's Delta log names is missing from the storage "
+            f"({line}): the storage lost it. Restore the file (from a backup or snapshot of "
+            "the storage), or delete and recreate the entity")
+    return None
+
+
+@contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Raise a storage failure escaping the block as its sbdelta error (:func:`storage_fault`),
+    the original as its cause; anything else as it is."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - re-raised unless the storage failed
+        mapped = None if isinstance(exc, (GuardTripped, ValueError, TypeError)) \
+            else storage_fault(exc, what)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
 def run_guarded(action: Callable[[], T]) -> T:
-    """Run one Delta operation, turning a tripped guard into :class:`GuardTripped` and a
-    refusal by the storage into ServiceBusAuthorizationError."""
+    """Run one Delta operation, turning a tripped guard into :class:`GuardTripped`. A failure
+    of the storage goes on as it is: :func:`retry` or the public call around it
+    (:func:`storage_errors`) raises its sbdelta error, naming the operation."""
     try:
         return action()
     except Exception as exc:  # noqa: BLE001 - re-raised unless it is one of ours
         code = guard_code(exc)
         if code is not None and not is_conflict(exc):
             raise GuardTripped(code) from None
-        reason = storage_refusal(exc)
-        if reason is not None:
-            raise refused("a Delta operation", reason) from None
         raise
 
 
@@ -205,7 +287,8 @@ def retry(step: Callable[[], T], *, what: str) -> T:
 
     Raises:
         CommitConflictError: Still conflicting after every try (retryable).
-        ServiceBusAuthorizationError: The storage refused access.
+        ServiceBusAuthorizationError, ServiceBusQuotaExceededError, ...: The storage failed
+            (:func:`storage_fault`).
     """
     policy = _policy.get()
     wait = (wait_fixed(policy.backoff) if policy.fixed
@@ -229,10 +312,10 @@ def retry(step: Callable[[], T], *, what: str) -> T:
             f"attempt{'' if tries == 1 else 's'}; try again") from exc.last_attempt.exception()
     except ServiceBusError:
         raise
-    except Exception as exc:  # noqa: BLE001 - re-raised unless the storage refused access
-        reason = storage_refusal(exc)
-        if reason is not None:
-            raise refused(what, reason) from None
+    except Exception as exc:  # noqa: BLE001 - re-raised unless the storage failed
+        mapped = None if isinstance(exc, GuardTripped) else storage_fault(exc, what)
+        if mapped is not None:
+            raise mapped from exc
         raise
 
 
@@ -366,7 +449,10 @@ def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
 
         try:
             spark.sql(statement)
-        except Exception:  # noqa: BLE001 - another process may have created it first
+        except Exception as exc:  # noqa: BLE001 - another process may have created it first
+            if isinstance(storage_fault(exc, statement), (ServiceBusAuthorizationError,
+                                                          ServiceBusQuotaExceededError)):
+                raise  # refused, read-only or full: no creator to wait for
             # A creator in another process may be between writing files and committing
             # version 0: give it a moment before calling the folder foreign.
             for _ in range(40):

@@ -10,16 +10,18 @@ above ``_store`` talks only to it (and to the names re-exported by ``sbdelta._st
 from __future__ import annotations
 
 import copy
+import os
+import re
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import (deadletter, expiry, forward, inbox, reads, receive, rs, schedule, sessions,
                settle)
 from .apply import apply_df, as_ops
-from ..exceptions import SessionCannotBeLockedError
+from ..exceptions import MessagingEntityNotFoundError, SessionCannotBeLockedError
 from .codec import send_error
-from .delta import (GuardTripped, create_table, delta_log, latest_version, retry, run_guarded,
-                    sql_literal)
+from .delta import (GuardTripped, create_table, delta_log, latest_version, local_path, retry,
+                    run_guarded, sql_literal)
 from .deltalog import add_missing_columns, require_portable
 from .engines import Engine, resolve_engine
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES,
@@ -81,12 +83,12 @@ class MessageStore:
 
     def _ensure_messages_table(self, what: str) -> None:
         _ensure_table(self.spark, self.engine, self.messages_path, MESSAGES_COLUMNS,
-                      MESSAGES_PROPERTIES, what or self.folder)
+                      MESSAGES_PROPERTIES, what or self.folder, self.folder)
 
     def ensure_inbox(self, what: str = "") -> None:
         """Create the inbox if missing."""
         _ensure_table(self.spark, self.engine, self.inbox_path, INBOX_COLUMNS,
-                      INBOX_PROPERTIES, what or self.folder)
+                      INBOX_PROPERTIES, what or self.folder, self.folder)
 
     def ensure_topic_tables(self, what: str = "") -> None:
         """A topic's tables: its inbox, and a ``messages`` table that holds only the
@@ -315,13 +317,69 @@ class MessageStore:
 
 
 
-def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: str) -> None:
+def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: str,
+                  folder: str) -> None:
     """Create the table at ``path`` if missing, refuse one of an older layout
     (StorageLayoutError), add the columns it lacks. A local table that delta-rs finds complete
-    and portable is left alone without a Spark job (every client that opens an entity asks)."""
+    and portable is left alone without a Spark job (every client that opens an entity asks).
+    A table removed from an entity in use is not made again (:func:`_refuse_removed`)."""
     if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
         return
+    _refuse_removed(spark, path, folder, what)
     create_table(spark, path, ddl(columns), partitioned_by="pid",
                  properties=tblproperties(properties))
     require_portable(spark, path, what)
     add_missing_columns(spark, path, columns)
+
+
+#: The tables an entity folder may hold (:mod:`.layout`).
+_TABLES = ("inbox", "messages", "deadletter")
+_COMMIT_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\..*parquet)$")
+
+
+def _refuse_removed(spark, path: str, folder: str, what: str) -> None:
+    """Refuse to create the missing table ``path`` of the entity at ``folder`` when the entity
+    was in use: another of its tables has a commit after its creation, or a client recorded
+    activity on it (``_activity``, written only after every table was made). Such a table was
+    removed outside sbdelta (issue 18, "Storage faults"); making it again, empty, would lose
+    its messages without a word and number new ones from version 0 again, behind the
+    frontiers receivers keep. A registered entity whose tables were never all made (its
+    creator stopped half way) has none of these signs, and its tables are made as before.
+
+    Raises:
+        MessagingEntityNotFoundError: the table was removed; restore it or recreate the entity.
+    """
+    if _latest_version(spark, path) >= 0:
+        return  # there (an older layout, or one delta-rs cannot read): not removed
+    used = [name for name in _TABLES if f"{folder}/{name}" != path
+            and _latest_version(spark, f"{folder}/{name}") >= 1]
+    local = local_path(folder)
+    active = local is not None and bool(_listing(os.path.join(local, "_activity")))
+    if not used and not active:
+        return
+    why = (f"its {' and '.join(used)} table{'s' if len(used) > 1 else ''} "
+           f"{'have' if len(used) > 1 else 'has'} commits" if used
+           else "clients recorded activity on it")
+    raise MessagingEntityNotFoundError(
+        f"{what}: table {path} is missing from the storage although the entity was in use "
+        f"({why}): it was removed outside sbdelta. It is not made again empty (its messages "
+        "would be lost without a word, and new ones numbered again from the start). Restore "
+        "the table's folder from a backup, or delete and recreate the entity")
+
+
+def _listing(local: str) -> List[str]:
+    try:
+        return os.listdir(local)
+    except OSError:
+        return []
+
+
+def _latest_version(spark, path: str) -> int:
+    """The latest version of the table at ``path`` (-1 when there is none): from the names
+    in its log folder for a local table (no JVM), else from Spark's DeltaLog."""
+    local = local_path(path)
+    if local is None:
+        return latest_version(spark, path)
+    found = [int(m.group(1)) for m in map(_COMMIT_FILE.match,
+                                          _listing(os.path.join(local, "_delta_log"))) if m]
+    return max(found, default=-1)

@@ -270,16 +270,42 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     write_deltalake(table, data, mode="append",
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": token}),
                     post_commithook_properties=_post_commit())
-    return _version_of(local, token, before)
+    version = _version_of(local, token, before)
+    _checkpoint_after(table, before)
+    return version
 
 
 def _post_commit():
-    """What every delta-rs commit of sbdelta does after it: a checkpoint at the table's
-    interval, as Spark writers make; never a log cleanup (the inbox keeps every commit a
-    frontier has not passed: compaction trims it, inbox.trim_log)."""
+    """What delta-rs itself does after every commit of sbdelta: nothing. Never a log cleanup
+    (the inbox keeps every commit a frontier has not passed: compaction trims it,
+    inbox.trim_log); the checkpoint is :func:`_checkpoint_after`'s."""
     from deltalake import PostCommitHookProperties
 
-    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+    return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+
+#: delta-rs's checkpoint interval when a table sets none (sbdelta's tables set 10).
+_DEFAULT_CHECKPOINT_INTERVAL = 100
+
+
+def _checkpoint_after(table, before: int) -> None:
+    """A checkpoint at the table's interval after the commit ``table`` (a DeltaTable that
+    just committed) made, as Spark writers make, written after the commit and never failing
+    it. delta-rs's own post-commit checkpoint raised its error from the operation that had
+    committed (a full disk, issue 18): a send reported failed was in the queue, and its
+    retry a duplicate. Like Spark's, a checkpoint that fails is logged: it is an
+    optimisation, the next interval writes one."""
+    try:
+        version = table.version()
+        if version == before:
+            return  # nothing committed
+        interval = int(table.metadata().configuration.get(
+            "delta.checkpointInterval", _DEFAULT_CHECKPOINT_INTERVAL))
+        if interval > 0 and version % interval == 0:
+            table.create_checkpoint()
+    except Exception as exc:  # noqa: BLE001 - the commit stands; see above
+        log.warning("checkpoint of %s after its commit was not written (%s); the next "
+                    "interval writes one", getattr(table, "table_uri", table), exc)
 
 
 def delete(path: str, where: str) -> int:
@@ -293,8 +319,10 @@ def delete(path: str, where: str) -> int:
     """
     from deltalake import DeltaTable
 
-    metrics = DeltaTable(local_table(path)).delete(
-        translate(where), post_commithook_properties=_post_commit())
+    table = DeltaTable(local_table(path))
+    before = table.version()
+    metrics = table.delete(translate(where), post_commithook_properties=_post_commit())
+    _checkpoint_after(table, before)
     return int(metrics.get("num_deleted_rows", 0))
 
 
@@ -303,9 +331,12 @@ def update(path: str, sets: Dict[str, str], where: str) -> int:
     when no row matches); returns how many rows it updated. As :func:`delete`."""
     from deltalake import DeltaTable
 
-    metrics = DeltaTable(local_table(path)).update(
+    table = DeltaTable(local_table(path))
+    before = table.version()
+    metrics = table.update(
         updates={name: translate(expr) for name, expr in sets.items()},
         predicate=translate(where), post_commithook_properties=_post_commit())
+    _checkpoint_after(table, before)
     return int(metrics.get("num_updated_rows", 0))
 
 
@@ -382,7 +413,9 @@ def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, st
             builder = builder.when_matched_delete(predicate=condition)
         else:
             builder = builder.when_matched_update(updates=assignments, predicate=condition)
+    before = table.version()
     builder.execute()
+    _checkpoint_after(table, before)
 
 
 def _arrow_value(value):

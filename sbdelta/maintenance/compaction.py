@@ -11,7 +11,8 @@ from typing import Dict, List, Optional, Sequence
 from .._clock import Clock
 from .._entity import EntityResolver
 from .._namespace import Namespace
-from .._store import DEADLETTERING, MSG, OPERATION_BOUND, checkpoint, optimize, vacuum
+from .._store import (DEADLETTERING, MSG, OPERATION_BOUND, checkpoint, optimize,
+                      storage_errors, vacuum)
 from ..exceptions import ServiceBusInvalidOperationError
 from .report import Visits, message_entities
 
@@ -67,6 +68,7 @@ class CompactReport(Visits):
         return "\n".join(lines)
 
 
+@storage_errors("compaction")  # issue 18: a storage failure as its sbdelta error
 def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
             clock: Optional[Clock] = None, dry_run: bool = False,
             retain_hours: float = DEFAULT_RETAIN_HOURS, spark=None) -> CompactReport:

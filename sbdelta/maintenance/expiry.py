@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 from .._clock import Clock
 from .._entity import EntityResolver
 from .._namespace import Namespace
-from .._store import DEFAULT_SWEEP_BATCH
+from .._store import DEFAULT_SWEEP_BATCH, storage_errors
 from ..exceptions import ServiceBusInvalidOperationError
 from .report import Visits, message_entities
 
@@ -57,6 +57,7 @@ class ExpiryReport(Visits):
         return "\n".join(lines)
 
 
+@storage_errors("the expiry sweep")  # issue 18: a storage failure as its sbdelta error
 def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
                     clock: Optional[Clock] = None, dry_run: bool = False,
                     batch_size: int = DEFAULT_SWEEP_BATCH, spark=None) -> ExpiryReport:

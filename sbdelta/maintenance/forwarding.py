@@ -12,6 +12,7 @@ from .._clock import Clock
 from .._entity import EntityResolver
 from .._forwarding import Moved, forward_everything
 from .._namespace import Namespace
+from .._store import storage_errors
 from .report import Visits, message_entities
 
 __all__ = ["ForwardReport", "Moved", "forward_messages"]
@@ -40,6 +41,7 @@ class ForwardReport(Visits):
         return "\n".join(lines)
 
 
+@storage_errors("the forwarding job")  # issue 18: a storage failure as its sbdelta error
 def forward_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
                      clock: Optional[Clock] = None, dry_run: bool = False,
                      spark=None) -> ForwardReport:

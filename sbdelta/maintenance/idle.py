@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence
 from .._activity import last_activity
 from .._clock import Clock
 from .._namespace import Namespace
+from .._store import storage_errors
 from .._properties import QueueProperties, SubscriptionProperties, TopicProperties
 from ..exceptions import MessagingEntityNotFoundError
 from .report import Visits
@@ -54,6 +55,7 @@ class IdleReport(Visits):
 _IDLE_KINDS = ("topic", "queue", "subscription")  # topics first: they take their subscriptions
 
 
+@storage_errors("idle-entity deletion")  # issue 18: a storage failure as its sbdelta error
 def delete_idle_entities(namespace: str, *, entities: Optional[Sequence[str]] = None,
                          clock: Optional[Clock] = None, dry_run: bool = False,
                          spark=None) -> IdleReport:

@@ -156,6 +156,12 @@ class Syphon:
             moved = move_backlog(source, restored_rows, self._decide, self._reopen, now,
                                  stop=stop, progress=self._progress.setdefault(
                                      source.folder, SyphonProgress()))
+        except (MessagingEntityNotFoundError, ServiceBusCommunicationError) as exc:
+            # a table or file of a destination gone (sbdelta._store.storage_fault), or the
+            # destination deleted while the range moved: the next run finishes it
+            raise ServiceBusCommunicationError(
+                f"the syphon of backlog queue '{name}' stopped: {str(exc).strip()[:500]}. "
+                "Nothing is lost: the next run finishes the range it was moving") from exc
         except ServiceBusError:
             raise
         except Exception as exc:  # noqa: BLE001 - a storage fault: said so, with what follows

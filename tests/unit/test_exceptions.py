@@ -92,3 +92,51 @@ def test_storage_refusals_are_recognised(text):
 ])
 def test_other_failures_are_not_refusals(text):
     assert storage_refusal(RuntimeError(text)) is None
+
+
+# Issue 18, storage faults: how each engine words a failure of the storage, and the one error
+# each maps to (sbdelta._store.storage_fault; the real faults: tests/store/test_storage_faults.py).
+@pytest.mark.parametrize("text, error, says", [
+    # delta-rs on a read-only bind mount
+    ("Failed to parse parquet: External: Generic LocalFileSystem error: Unable to open file "
+     "/ns/queues/q/1/inbox/pid=0/part-0.parquet#1: Read-only file system (os error 30)",
+     "ServiceBusAuthorizationError", "read-only"),
+    # Spark (Hadoop's local file system) on the same mount
+    ("An error occurred while calling o221.append.\n: org.apache.spark.SparkException: Job "
+     "aborted\nCaused by: java.io.FileNotFoundException: /ns/queues/q/1/inbox/pid=0/p.parquet "
+     "(Read-only file system)", "ServiceBusAuthorizationError", "read-only"),
+    ("[Errno 1] Operation not permitted: '/ns/_sbdelta/registry/x'",  # chattr +i
+     "ServiceBusAuthorizationError", "refused access"),
+    ("Generic LocalFileSystem error: Unable to copy data to file: No space left on device "
+     "(os error 28)", "ServiceBusQuotaExceededError", "storage is full"),
+    ("Caused by: org.apache.hadoop.fs.FSError: java.io.IOException: No space left on device",
+     "ServiceBusQuotaExceededError", "storage is full"),
+    ("[Errno 122] Disk quota exceeded: '/ns/queues/q/1/_activity/a.tmp'",
+     "ServiceBusQuotaExceededError", "storage is full"),
+    ('Local path "/ns/queues/q/1/inbox" does not exist or you don\'t have access!',
+     "MessagingEntityNotFoundError", "removed outside sbdelta"),
+    ("[PATH_NOT_FOUND] Path does not exist: file:/ns/queues/q/1/inbox.",
+     "MessagingEntityNotFoundError", "removed outside sbdelta"),
+    ("org.apache.spark.SparkFileNotFoundException: File file:/ns/queues/q/1/messages/pid=0/"
+     "p.parquet does not exist", "ServiceBusCommunicationError", "p.parquet"),
+    ("Object Store error: Object at location /ns/queues/q/1/messages/pid=0/p.parquet not "
+     "found: No such file or directory (os error 2)", "ServiceBusCommunicationError",
+     "p.parquet"),
+])
+def test_storage_faults_map_to_one_error_each(text, error, says):
+    from sbdelta._store import storage_fault
+
+    mapped = storage_fault(RuntimeError(text), "send_messages on queue 'q'")
+    assert type(mapped).__name__ == error
+    assert str(mapped).startswith("send_messages on queue 'q': ") and says in str(mapped)
+
+
+@pytest.mark.parametrize("text", [
+    "[DELTA_CONCURRENT_APPEND] ConcurrentAppendException: Files were added to partition",
+    "SBDELTA_GUARD:LOCK_LOST",
+    "division by zero",
+])
+def test_other_failures_are_not_storage_faults(text):
+    from sbdelta._store import storage_fault
+
+    assert storage_fault(RuntimeError(text), "x") is None
