@@ -31,6 +31,11 @@ BACKLOG = 300
 WINDOWS = {"subscription_complete": 12.0, "session_complete": 15.0, "send_dataframe": 10.0, "receive_dataframe": 18.0, "expire": 25.0, "compact": 20.0,
            "delete_idle": 0.4, "forward": 18.0, "syphon": 30.0}
 DEFAULT_WINDOW = 3.0
+#: Operations whose first receive is a long Spark plan in a fresh process: their window starts
+#: when that receive has handed out messages, so the kills fall in the settlements and the
+#: receives after it as well (seconds: a settlement and the next receive).
+AFTER_FIRST_RECEIVE = {"receive_dataframe": 8.0, "subscription_complete": 6.0,
+                       "session_complete": 8.0}
 #: The window of a delta-rs operation whose worker runs on the ``spark`` engine.
 SPARK_ENGINE_WINDOW = 10.0
 #: How far ahead of true time the worker's clock runs (seconds), per operation.
@@ -222,8 +227,15 @@ def run_trial(op: str, directory: str, rng: random.Random, engine: str = "auto",
                                         f"{output_tail(proc)}"
             assert time.monotonic() < deadline, f"{op} worker not ready in 300 s"
             time.sleep(0.05)
+        if op in AFTER_FIRST_RECEIVE:
+            while not any(r["ev"] == "done" and r["op"] == "receive" and r["ids"]
+                          for r in read_journal(journal_path)):
+                assert proc.poll() is None, f"{op} worker died:\n{output_tail(proc)}"
+                assert time.monotonic() < deadline, f"{op}: no message received in 300 s"
+                time.sleep(0.05)
         ready = time.monotonic()
-        window = WINDOWS.get(op, SPARK_ENGINE_WINDOW if engine == "spark" else DEFAULT_WINDOW)
+        window = AFTER_FIRST_RECEIVE.get(op) or WINDOWS.get(
+            op, SPARK_ENGINE_WINDOW if engine == "spark" else DEFAULT_WINDOW)
         window = min(window, max_window or window)
         time.sleep(rng.uniform(0, window))
         assert proc.poll() is None, f"{op} worker stopped by itself:\n{output_tail(proc)}"
