@@ -139,6 +139,8 @@ _FULL = re.compile(r"No space left on device|\bos error 28\b|\[Errno 28\]"
 _NO_TABLE = re.compile(r"TableNotFoundError|DELTA_TABLE_NOT_FOUND|DELTA_MISSING_DELTA_TABLE"
                        r"|is not a Delta table|\[PATH_NOT_FOUND\]"
                        r"|does not exist or you don't have access")
+_LOG_GAP = re.compile(r"Expected contiguous commit files|DELTA_VERSIONS_NOT_CONTIGUOUS"
+                      r"|Versions \(.*\) are not contiguous")
 _NO_FILE = re.compile(r"FileNotFoundException|FILE_NOT_FOUND|No such file or directory"
                       r"|\bos error 2\b|\[Errno 2\]|Object at location .* not found")
 
@@ -163,6 +165,7 @@ def storage_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
     - a read-only file system: ServiceBusAuthorizationError (the storage refuses writes);
     - a full file system or quota: ServiceBusQuotaExceededError;
     - a table gone (its folder or log removed outside sbdelta): MessagingEntityNotFoundError;
+    - a commit file of the table's log gone (a gap in its versions): ServiceBusCommunicationError;
     - a file the table's log names gone: ServiceBusCommunicationError (the storage lost it).
 
     ``what`` names the operation; the message quotes the storage's own line.
@@ -188,6 +191,12 @@ def storage_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
             f"{what}: a table of the entity is missing from the storage ({line}): it was "
             "removed outside sbdelta. Restore its folder from a backup, or delete and "
             "recreate the entity")
+    line = _line(exc, _LOG_GAP)
+    if line is not None:
+        return ServiceBusCommunicationError(
+            f"{what}: a commit file of the table's Delta log is missing from the storage, "
+            f"leaving a gap in its versions ({line}): the storage lost it. Restore the file "
+            "(from a backup or snapshot of the storage), or delete and recreate the entity")
     line = _line(exc, _NO_FILE)
     if line is not None:
         return ServiceBusCommunicationError(

@@ -80,6 +80,8 @@ class MessageStore:
         if self.inbox_path:
             self.dead_letter_store().ensure_tables(what)
         self._ensure_messages_table(what)
+        if not self.dead_letter:  # the entity's last table: all are made
+            _mark_made(self.folder)
 
     def _ensure_messages_table(self, what: str) -> None:
         _ensure_table(self.spark, self.engine, self.messages_path, MESSAGES_COLUMNS,
@@ -95,6 +97,7 @@ class MessageStore:
         tombstones of its cancelled scheduled messages (TOPIC-6)."""
         self.ensure_inbox(what)
         self._ensure_messages_table(what)
+        _mark_made(self.folder)
 
     def start_at_latest(self, now: datetime) -> int:
         """Set every partition's frontier to the inbox's latest version (a new subscription
@@ -334,17 +337,40 @@ def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: s
 
 #: The tables an entity folder may hold (:mod:`.layout`).
 _TABLES = ("inbox", "messages", "deadletter")
+#: The file an entity folder gets once every table of it was made (local storage): from then
+#: on a missing table was removed outside sbdelta, even if the entity was never used.
+MADE_MARK = "_tables_made"
+
+
+def _mark_made(folder: str) -> None:
+    """Write :data:`MADE_MARK` into a local entity folder whose tables are all made (once;
+    a storage that refuses the write leaves it to the next client that opens the entity)."""
+    local = local_path(folder)
+    if local is None:
+        return
+    mark = os.path.join(local, MADE_MARK)
+    if os.path.exists(mark):
+        return
+    try:
+        with open(mark, "a"):
+            pass
+    except OSError:
+        pass
+
+
 _COMMIT_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\..*parquet)$")
 
 
 def _refuse_removed(spark, path: str, folder: str, what: str) -> None:
-    """Refuse to create the missing table ``path`` of the entity at ``folder`` when the entity
-    was in use: another of its tables has a commit after its creation, or a client recorded
-    activity on it (``_activity``, written only after every table was made). Such a table was
-    removed outside sbdelta (issue 18, "Storage faults"); making it again, empty, would lose
-    its messages without a word and number new ones from version 0 again, behind the
-    frontiers receivers keep. A registered entity whose tables were never all made (its
-    creator stopped half way) has none of these signs, and its tables are made as before.
+    """Refuse to create the missing table ``path`` of the entity at ``folder`` when its tables
+    were all made once (:data:`MADE_MARK`) or the entity was in use: another of its tables has
+    a commit after its creation, or a client recorded activity on it (``_activity``, written
+    only after every table was made; the two signs of entities older than the mark, and of
+    storage that is not local). Such a table was removed outside sbdelta (issue 18, "Storage
+    faults"); making it again, empty, would lose its messages without a word and number new
+    ones from version 0 again, behind the frontiers receivers keep. A registered entity whose
+    tables were never all made (its creator stopped half way) has none of these signs, and its
+    tables are made as before.
 
     Raises:
         MessagingEntityNotFoundError: the table was removed; restore it or recreate the entity.
@@ -355,11 +381,13 @@ def _refuse_removed(spark, path: str, folder: str, what: str) -> None:
             and _latest_version(spark, f"{folder}/{name}") >= 1]
     local = local_path(folder)
     active = local is not None and bool(_listing(os.path.join(local, "_activity")))
-    if not used and not active:
+    made = local is not None and os.path.exists(os.path.join(local, MADE_MARK))
+    if not used and not active and not made:
         return
     why = (f"its {' and '.join(used)} table{'s' if len(used) > 1 else ''} "
            f"{'have' if len(used) > 1 else 'has'} commits" if used
-           else "clients recorded activity on it")
+           else "clients recorded activity on it" if active
+           else "all its tables were made when it was created")
     raise MessagingEntityNotFoundError(
         f"{what}: table {path} is missing from the storage although the entity was in use "
         f"({why}): it was removed outside sbdelta. It is not made again empty (its messages "

@@ -26,8 +26,8 @@ from sbdelta._message import ServiceBusMessageState
 from sbdelta.exceptions import MessagingEntityNotFoundError
 from sbdelta.management import ServiceBusAdministrationClient
 
-from ..workers.crash_worker import BATCH, DESTINATION, QUEUE, peek_all
-from .trials import Trial, now_plus
+from ..workers.crash_worker import BATCH, DESTINATION, QUEUE, SUBSCRIPTION, TOPIC, peek_all
+from .trials import Trial, backlog_queues, now_plus
 
 #: Operations whose removed messages are gone for good (SETTLE-1, RECV-2, SCHED-3).
 REMOVING = {"complete", "cancel", "receive_and_delete"}
@@ -61,18 +61,20 @@ def runtime_properties(namespace: str, setup, queue: str = QUEUE, clock=None):
 
 
 class Journal:
-    """The worker's calls: acknowledged (``done``) and begun (``begin``, done or not)."""
+    """The worker's calls: acknowledged (``done``), begun (``begin``, done or not) and failed
+    (the call raised: it must have written nothing)."""
 
     def __init__(self, records: List[dict]):
         self.done: Dict[str, Set[str]] = {}
         self.begun: Dict[str, Set[str]] = {}
+        self.failed: Dict[str, Set[str]] = {}
         self.in_flight = None
         for r in records:
             if r["ev"] == "begin":
                 self.begun.setdefault(r["op"], set()).update(r["ids"])
                 self.in_flight = r
-            elif r["ev"] == "done":
-                self.done.setdefault(r["op"], set()).update(r["ids"])
+            elif r["ev"] in ("done", "failed"):
+                getattr(self, r["ev"]).setdefault(r["op"], set()).update(r["ids"])
                 self.in_flight = None
 
     def acked(self, op) -> Set[str]:
@@ -141,6 +143,8 @@ def check_messages(trial: Trial, main: Dict[str, object], dead: Dict[str, object
         assert not missing, f"lost messages: {sorted(missing)[:10]}"
     unknown = present - expected - journal.started("send") - journal.started("schedule")
     assert not unknown, f"messages nobody sent: {sorted(unknown)[:10]}"
+    wrote = set().union(*journal.failed.values()) & present
+    assert not wrote, f"a call that raised left its messages: {sorted(wrote)[:10]}"
     for op in REMOVING:
         back = journal.acked(op) & present
         assert not back, f"{op} acknowledged but still present: {sorted(back)[:10]}"
@@ -316,8 +320,77 @@ def check_syphon(trial: Trial) -> Dict[str, int]:
     return drain(ns, QUEUE)
 
 
+def check_sent(trial: Trial, present: Set[str], where: str) -> None:
+    """For the send trials whose messages land in another entity: every set-up message and
+    acknowledged send is ``present``, nothing nobody sent is, nothing of a send that raised."""
+    journal = Journal(trial.journal)
+    expected = set(trial.setup.ids) | journal.acked("send")
+    missing = expected - present
+    assert not missing, f"lost messages ({where}): {sorted(missing)[:10]}"
+    unknown = present - expected - journal.started("send")
+    assert not unknown, f"messages nobody sent ({where}): {sorted(unknown)[:10]}"
+    wrote = journal.failed.get("send", set()) & present
+    assert not wrote, f"a send that raised left its messages ({where}): {sorted(wrote)[:10]}"
+
+
+def check_send_forwarding(trial: Trial) -> Dict[str, int]:
+    """A send to a topic whose subscription forwards, killed (FWD-2): every acknowledged send
+    is in the destination already (the send moved it before returning), once; what the killed
+    send left in the subscription the forwarding job moves, once; the subscription is empty."""
+    from sbdelta.maintenance import forward_messages
+
+    ns = trial.setup.namespace
+    dest, dead = view(ns, DESTINATION)
+    journal = Journal(trial.journal)
+    late = (set(trial.setup.ids) | journal.acked("send")) - set(dest)
+    assert not late, f"acknowledged but not forwarded by the send: {sorted(late)[:10]}"
+    forward_messages(ns)
+    dest, dead = view(ns, DESTINATION)
+    assert not dead, f"dead-lettered in the destination: {sorted(dead)[:10]}"
+    check_sent(trial, set(dest), "the destination")
+    props = ServiceBusAdministrationClient(ns).get_subscription_runtime_properties(
+        TOPIC, SUBSCRIPTION)
+    assert props.total_message_count == 0, f"left in the forwarding subscription: {props}"
+    check_counts(ns, DESTINATION, dest, dead)
+    return drain(ns, DESTINATION)
+
+
+def check_failover(trial: Trial) -> Dict[str, int]:
+    """A paired sender killed (PAIR-3..7, RECV-7): each acknowledged send in the primary queue
+    or in a backlog queue, once across both; a send that raised wrote nothing; no ping shows
+    or counts. With the queue enabled, the syphon brings the backlog home, each message once."""
+    from sbdelta.management import EntityStatus
+    from sbdelta.paired.syphon import Syphon
+
+    ns, secondary = trial.setup.namespace, trial.setup.secondary
+    home, dead = view(ns, QUEUE)
+    check_counts(ns, QUEUE, home, dead)
+    parked: List = []
+    with ServiceBusClient(secondary) as away:
+        for name in backlog_queues(ns):
+            parked += peek_all(away.get_queue_receiver(name))
+    parked_ids = Counter(m.message_id for m in parked)
+    twice = [i for i, n in parked_ids.items() if n > 1]
+    assert not twice, f"twice in the backlog queues: {twice[:10]}"
+    both = set(home) & set(parked_ids)
+    assert not both, f"in the primary and in a backlog queue: {sorted(both)[:10]}"
+    present = set(home) | set(parked_ids)
+    check_sent(trial, present, "primary and backlog")
+    admin = ServiceBusAdministrationClient(ns)
+    admin.update_queue(admin.get_queue(QUEUE), status=EntityStatus.ACTIVE)
+    Syphon(ns, secondary).drain()
+    home, dead = view(ns, QUEUE)
+    assert set(home) == present and not dead, "the syphon lost, invented or dead-lettered"
+    with ServiceBusClient(secondary) as away:
+        for name in backlog_queues(ns):
+            assert not peek_all(away.get_queue_receiver(name)), f"left in {name}"
+    check_counts(ns, QUEUE, home, dead)
+    return dict(drain(ns, QUEUE), parked=len(parked_ids))
+
+
 CHECKS = {"expire": check_expire, "delete_idle": check_idle, "forward": check_forward,
-          "syphon": check_syphon}
+          "syphon": check_syphon, "send_forwarding": check_send_forwarding,
+          "failover_send": check_failover}
 
 
 def check(trial: Trial) -> Dict[str, int]:

@@ -20,7 +20,8 @@ from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..conftest import output_tail, run_logged
-from ..workers.crash_worker import DESTINATION, QUEUE, SPARK_OPERATIONS, SUBSCRIPTION, TOPIC
+from ..workers.crash_worker import (BACKLOG_QUEUES, DESTINATION, QUEUE, SPARK_OPERATIONS,
+                                    SUBSCRIPTION, TOPIC)
 
 #: Messages a trial's queue holds before the worker starts.
 BACKLOG = 300
@@ -29,15 +30,19 @@ BACKLOG = 300
 #: kill points spread over the whole of it; the delta-rs calls take 20-200 ms, so their window
 #: holds tens of calls.
 WINDOWS = {"subscription_complete": 12.0, "session_complete": 15.0, "send_dataframe": 10.0, "receive_dataframe": 18.0, "expire": 25.0, "compact": 20.0,
-           "delete_idle": 0.4, "forward": 18.0, "syphon": 30.0}
+           "delete_idle": 0.4, "forward": 18.0, "syphon": 30.0, "failover_send": 5.0}
 DEFAULT_WINDOW = 3.0
-#: Operations whose first receive is a long Spark plan in a fresh process: their window starts
-#: when that receive has handed out messages, so the kills fall in the settlements and the
-#: receives after it as well (seconds: a settlement and the next receive).
-AFTER_FIRST_RECEIVE = {"receive_dataframe": 8.0, "subscription_complete": 6.0,
-                       "session_complete": 8.0}
-#: The window of a delta-rs operation whose worker runs on the ``spark`` engine.
+#: Operations whose first call is a long Spark plan in a fresh process: their window starts
+#: when that call (a receive that handed out messages; a send) is done, so the kills fall in
+#: the calls after it as well: (the call, seconds: a settlement and the next receive; a few
+#: sends).
+AFTER_FIRST_CALL = {"receive_dataframe": ("receive", 8.0),
+                    "subscription_complete": ("receive", 6.0),
+                    "session_complete": ("receive", 8.0), "send_forwarding": ("send", 8.0)}
+#: The window of a delta-rs operation whose worker runs on the ``spark`` engine (the paired
+#: sender's: its failed sends, 20 to the backlog and the way home, each a Spark job or two).
 SPARK_ENGINE_WINDOW = 10.0
+SPARK_ENGINE_WINDOWS = {"failover_send": 25.0}
 #: How far ahead of true time the worker's clock runs (seconds), per operation.
 LATER = {"expire": 3600, "delete_idle": 2 * 86400}
 
@@ -144,6 +149,42 @@ def setup_syphon(ns):
     return Setup(ns, [m.message_id for m in parked], secondary=secondary, backlog_queue=backlog)
 
 
+def setup_send_forwarding(ns):
+    """A topic whose subscription forwards everything to the queue DESTINATION (FWD-2)."""
+    admin = ServiceBusAdministrationClient(ns)
+    admin.create_queue(DESTINATION, lock_duration=timedelta(minutes=1), max_delivery_count=100)
+    admin.create_topic(TOPIC)
+    admin.create_subscription(TOPIC, SUBSCRIPTION, forward_to=DESTINATION)
+    with ServiceBusClient(ns) as client:
+        client.get_topic_sender(TOPIC).send_messages(messages("old", 20))
+    return Setup(ns, [f"old{i}" for i in range(20)])
+
+
+def backlog_queues(ns):
+    """The backlog queue names of a ``failover_send`` trial's pairing (PAIR-1)."""
+    from sbdelta._namespace import normalize_root
+    from sbdelta.paired import backlog_queue_name, primary_identity
+
+    return [backlog_queue_name(primary_identity(normalize_root(ns)), i)
+            for i in range(BACKLOG_QUEUES)]
+
+
+def setup_failover(ns):
+    """A primary queue with 20 messages, set to SendDisabled (a real fault: PAIR-3), and a
+    secondary namespace whose backlog queues the pairing made (PAIR-1)."""
+    from sbdelta.management import EntityStatus
+    from sbdelta.paired import PairedNamespaceOptions
+
+    secondary = ns + "-secondary"
+    setup = setup_plain(ns, 20)
+    options = PairedNamespaceOptions(secondary, backlog_queue_count=BACKLOG_QUEUES)
+    ServiceBusClient(ns, paired_namespace=options).close()
+    admin = ServiceBusAdministrationClient(ns)
+    admin.update_queue(admin.get_queue(QUEUE), status=EntityStatus.SEND_DISABLED)
+    setup.secondary = secondary
+    return setup
+
+
 def setup_subscription(ns):
     """A topic whose subscription admits the even numbers (TOPIC-2); 60 messages, as its
     receives plan in Spark (a drain of 300 would take a minute)."""
@@ -177,7 +218,8 @@ def setup_senders(ns):
 
 SETUPS = {
     "send": setup_senders, "send_batch": setup_senders, "schedule": setup_senders,
-    "send_dataframe": setup_senders,
+    "send_dataframe": setup_senders, "send_forwarding": setup_send_forwarding,
+    "failover_send": setup_failover,
     "peek_lock": setup_plain, "complete": setup_partitioned, "complete_one": setup_plain,
     "abandon": setup_plain, "defer": setup_plain, "dead_letter": setup_partitioned,
     "renew": setup_plain, "receive_and_delete": setup_plain,
@@ -227,15 +269,20 @@ def run_trial(op: str, directory: str, rng: random.Random, engine: str = "auto",
                                         f"{output_tail(proc)}"
             assert time.monotonic() < deadline, f"{op} worker not ready in 300 s"
             time.sleep(0.05)
-        if op in AFTER_FIRST_RECEIVE:
-            while not any(r["ev"] == "done" and r["op"] == "receive" and r["ids"]
+        first, after_first = AFTER_FIRST_CALL.get(op, (None, None))
+        if first:
+            while not any(r["ev"] == "done" and r["op"] == first and r["ids"]
                           for r in read_journal(journal_path)):
                 assert proc.poll() is None, f"{op} worker died:\n{output_tail(proc)}"
-                assert time.monotonic() < deadline, f"{op}: no message received in 300 s"
+                assert time.monotonic() < deadline, f"{op}: no {first} done in 300 s"
                 time.sleep(0.05)
         ready = time.monotonic()
-        window = AFTER_FIRST_RECEIVE.get(op) or WINDOWS.get(
-            op, SPARK_ENGINE_WINDOW if engine == "spark" else DEFAULT_WINDOW)
+        if after_first:
+            window = after_first
+        elif engine == "spark":
+            window = SPARK_ENGINE_WINDOWS.get(op, WINDOWS.get(op, SPARK_ENGINE_WINDOW))
+        else:
+            window = WINDOWS.get(op, DEFAULT_WINDOW)
         window = min(window, max_window or window)
         time.sleep(rng.uniform(0, window))
         assert proc.poll() is None, f"{op} worker stopped by itself:\n{output_tail(proc)}"

@@ -6,7 +6,8 @@ local namespaces, through the public API.
 - a disk that fills (a small tmpfs): ServiceBusQuotaExceededError; every acknowledged send is
   counted, no failed one is;
 - a table file removed: a data file the log names (ServiceBusCommunicationError naming it;
-  restored) and a whole table (MessagingEntityNotFoundError, also for a client opening the
+  restored), a commit file in the middle of a table's log (ServiceBusCommunicationError: a gap
+  in its versions; restored) and a whole table (MessagingEntityNotFoundError, also for a client opening the
   entity afresh: the table is not recreated empty; the queue is deleted and created again);
 - a commit that hangs past its timeout: a receiver process whose settlement commit is held in
   the very system call that publishes it (strace holds the hard link of
@@ -131,6 +132,18 @@ def _clients(ns, spark, clock):
     return (ServiceBusAdministrationClient(ns, spark=spark, clock=clock),
             ServiceBusClient(ns, spark=spark, clock=clock),
             ServiceBusClient(ns, spark=spark, clock=clock, engine="spark"))
+
+
+def _check_repaired(ns, admin, sender, receiver, held, others):
+    """After a repair: nothing half-written, the counts are the held and ``others`` messages,
+    the held locks complete, a new send goes through and each message is received once."""
+    assert _leftovers(ns) == []
+    total = len(held) + len(others)
+    assert _counts(admin, "q") == (total, 0, total)
+    for message in held:
+        receiver.complete_message(message)
+    sender.send_messages(ServiceBusMessage("after"))
+    assert _drain(receiver, len(others) + 1) == sorted(others + ["after"])
 
 
 def _drain(receiver, expected):
@@ -293,12 +306,46 @@ def test_issue18_a_lost_data_file_is_named_and_restoring_it_repairs_the_queue(sp
     assert sender.send_dataframe(spark.createDataFrame([("df",)], "body string")) == 1
 
     shutil.move(str(tmp_path / "lost.parquet"), lost)  # the repair: the file restored
-    assert _leftovers(ns) == []
-    assert _counts(admin, "q") == (6, 0, 6)
-    receiver.complete_message(held[0])
-    receiver.complete_message(held[1])
-    sender.send_messages(ServiceBusMessage("after"))
-    assert _drain(receiver, 5) == ["after", "df", "during", "m2", "m3"]
+    _check_repaired(ns, admin, sender, receiver, held, ["df", "during", "m2", "m3"])
+    assert _counts(admin, "q") == (0, 0, 0)
+
+
+def test_issue18_a_lost_log_commit_file_is_named_and_restoring_it_repairs_the_queue(
+        spark, tmp_path):
+    """Issue 18, storage faults 3c: a commit file in the middle of the inbox table's Delta log
+    (``_delta_log/<v>.json``, no checkpoint past it) is removed: the log has a gap. Sends and
+    receives (delta-rs and Spark), peeks, runtime counts and the expiry sweep raise
+    ServiceBusCommunicationError saying a commit file is missing, instead of Delta's raw error;
+    nothing is written meanwhile. The file restored, the held lock completes and every
+    acknowledged message is received exactly once."""
+    ns, clock = str(tmp_path / "ns"), ManualClock(START)
+    admin, client, on_spark = _clients(ns, spark, clock)
+    admin.create_queue("q", lock_duration=LOCK)
+    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+    for i in range(4):
+        sender.send_messages(ServiceBusMessage(f"m{i}"))  # inbox versions 1..4
+    held = receiver.receive_messages(2)
+    (log,) = glob.glob(os.path.join(ns, "queues", "q", "*", "inbox", "_delta_log"))
+    assert not glob.glob(os.path.join(log, "*.checkpoint.parquet"))
+    lost = os.path.join(log, f"{2:020d}.json")
+    shutil.move(lost, str(tmp_path / "lost.json"))
+
+    says = "a commit file of the table's Delta log is missing"
+    for call in (lambda: sender.send_messages(ServiceBusMessage("refused")),
+                 lambda: on_spark.get_queue_sender("q").send_dataframe(
+                     spark.createDataFrame([("refused",)], "body string")),
+                 lambda: receiver.receive_messages(1),
+                 lambda: on_spark.get_queue_receiver("q").receive_messages(1),
+                 lambda: receiver.peek_messages(10, sequence_number=0),
+                 lambda: admin.get_queue_runtime_properties("q"),
+                 lambda: expire_messages(ns, clock=clock, spark=spark)):
+        with pytest.raises(ServiceBusCommunicationError, match=says):
+            call()
+    assert sorted(f for f in os.listdir(log) if f.endswith(".json")) == \
+        [f"{v:020d}.json" for v in (0, 1, 3, 4)]  # nothing committed meanwhile
+
+    shutil.move(str(tmp_path / "lost.json"), lost)  # the repair: the file restored
+    _check_repaired(ns, admin, sender, receiver, held, ["m2", "m3"])
     assert _counts(admin, "q") == (0, 0, 0)
 
 
@@ -345,6 +392,37 @@ def test_issue18_a_removed_table_is_entity_not_found_not_recreated_empty(spark, 
     assert _drain(receiver, 3) == ["a", "b", "c"]
     assert _counts(admin, "q") == (0, 0, 0)
     assert _leftovers(ns) == []
+
+
+def test_issue18_a_table_removed_from_a_queue_never_used_is_not_made_again_empty_either(
+        spark, tmp_path):
+    """Issue 18, storage faults 3b: a queue created and never used (no commit after its
+    creation, no client activity) loses its messages table. Opening it (delta-rs and Spark)
+    raises MessagingEntityNotFoundError: the folder's mark says its tables were all made
+    once, so the table was removed, not left unmade. A queue whose creator stopped half way
+    (no mark; a table missing) has the table made when a client opens it, and works."""
+    ns, clock = str(tmp_path / "ns"), ManualClock(START)
+    admin, _, _ = _clients(ns, spark, clock)
+    admin.create_queue("q", lock_duration=LOCK)
+    admin.create_queue("half", lock_duration=LOCK)
+    (folder,) = glob.glob(os.path.join(ns, "queues", "q", "*"))
+    assert not os.path.exists(os.path.join(folder, "_activity"))  # the mark alone decides
+    shutil.rmtree(os.path.join(folder, "messages"))
+    (half,) = glob.glob(os.path.join(ns, "queues", "half", "*"))
+    os.remove(os.path.join(half, "_tables_made"))
+    shutil.rmtree(os.path.join(half, "messages"))
+
+    for engine in ("auto", "spark"):
+        fresh = ServiceBusClient(ns, spark=spark, clock=clock, engine=engine)
+        with pytest.raises(MessagingEntityNotFoundError, match="not made again empty"):
+            fresh.get_queue_receiver("q").receive_messages(1)
+    assert not os.path.exists(os.path.join(folder, "messages"))
+
+    client = ServiceBusClient(ns, spark=spark, clock=clock)
+    client.get_queue_sender("half").send_messages(ServiceBusMessage("a"))
+    assert _drain(client.get_queue_receiver("half"), 1) == ["a"]
+    assert os.path.exists(os.path.join(half, "_tables_made"))
+    assert _counts(admin, "half") == (0, 0, 0)
 
 
 # -- 4. a commit that hangs past its timeout ----------------------------------------------------

@@ -26,6 +26,9 @@ TOPIC, SUBSCRIPTION = "t", "s"
 DESTINATION = "dest"
 #: Messages per call of the list forms.
 BATCH = 5
+#: Backlog queues of the ``failover_send`` trials' pairing, and after how many sends to them
+#: the worker enables its primary queue again (the pings then bring the sender home: PAIR-5).
+BACKLOG_QUEUES, ENABLE_AFTER = 2, 20
 
 
 class Journal:
@@ -37,10 +40,16 @@ class Journal:
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
-    def call(self, op, ids, fn):
-        """Journal ``begin``, run ``fn``, journal ``done``; returns what ``fn`` returned."""
+    def call(self, op, ids, fn, raises=()):
+        """Journal ``begin``, run ``fn``, journal ``done``; returns what ``fn`` returned. An
+        exception of ``raises`` is journaled as ``failed`` (the call must have written nothing)
+        and returned."""
         self.write("begin", op=op, ids=list(ids))
-        out = fn()
+        try:
+            out = fn()
+        except raises as exc:
+            self.write("failed", op=op, ids=list(ids), error=type(exc).__name__)
+            return exc
         self.write("done", op=op, ids=list(ids))
         return out
 
@@ -72,6 +81,46 @@ def _send(ctx, journal, batch):
         journal.call("send", _ids(batch_messages),
                      lambda: sender.send_messages(batch_messages if batch > 1
                                                   else batch_messages[0]))
+
+
+def _send_forwarding(ctx, journal):
+    """Sends to the topic whose subscription forwards to DESTINATION: each send moves the
+    subscription's share on before it returns (FWD-2; two commits after the send's own)."""
+    sender = ctx.client.get_topic_sender(TOPIC)
+    for k in itertools.count():
+        batch_messages = _messages(f"new{k}-", BATCH)
+        journal.call("send", _ids(batch_messages), lambda: sender.send_messages(batch_messages))
+
+
+def _failover_send(ctx, journal):
+    """A paired sender (PAIR-3..6) whose primary queue refuses sends (SendDisabled, set by the
+    trial): its sends fail until half a second of faults has passed, then go to the backlog
+    queues; after ENABLE_AFTER sends there the worker enables the queue, and a ping (every
+    half second) brings the sender home."""
+    from sbdelta import ServiceBusClient
+    from sbdelta.exceptions import ServiceBusError
+    from sbdelta.management import EntityStatus, ServiceBusAdministrationClient
+    from sbdelta.paired import PairedNamespaceOptions
+
+    options = PairedNamespaceOptions(ctx.secondary, backlog_queue_count=BACKLOG_QUEUES,
+                                     failover_interval=timedelta(seconds=0.5),
+                                     ping_primary_interval=timedelta(seconds=0.5))
+    client = ServiceBusClient(ctx.namespace, paired_namespace=options, clock=ctx.clock)
+    sender = client.get_queue_sender(QUEUE)
+    admin = ServiceBusAdministrationClient(ctx.namespace, clock=ctx.clock)
+    parked = 0
+    for k in itertools.count():
+        batch_messages = _messages(f"new{k}-", BATCH)
+        failed_over = sender.failed_over
+        out = journal.call("send", _ids(batch_messages),
+                           lambda: sender.send_messages(batch_messages), raises=ServiceBusError)
+        if isinstance(out, ServiceBusError):
+            time.sleep(0.05)  # the caller's retry pause, until failover engages
+            continue
+        parked += failed_over
+        if parked == ENABLE_AFTER:
+            journal.call("enable", [], lambda: admin.update_queue(admin.get_queue(QUEUE),
+                                                                  status=EntityStatus.ACTIVE))
 
 
 def _schedule(ctx, journal):
@@ -224,6 +273,8 @@ def _syphon(ctx, journal):
 OPERATIONS = {
     "send": lambda ctx, j: _send(ctx, j, 1),
     "send_batch": lambda ctx, j: _send(ctx, j, BATCH),
+    "send_forwarding": _send_forwarding,
+    "failover_send": _failover_send,
     "schedule": _schedule,
     "peek_lock": lambda ctx, j: _received(ctx, j, lambda receiver, got: None),
     "complete": lambda ctx, j: _received(ctx, j, lambda r, g: _settle_all("complete")(j, r, g)),
@@ -250,8 +301,9 @@ OPERATIONS = {
 
 #: Operations that run Spark whatever the engine (subscription receive plans, DataFrame forms
 #: and batch jobs).
-SPARK_OPERATIONS = {"subscription_complete", "session_complete", "send_dataframe", "receive_dataframe", "expire", "compact", "delete_idle",
-                    "forward", "syphon"}
+SPARK_OPERATIONS = {"subscription_complete", "session_complete", "send_dataframe",
+                    "receive_dataframe", "expire", "compact", "delete_idle", "forward", "syphon",
+                    "send_forwarding"}
 
 
 class Context:
