@@ -27,7 +27,7 @@ from sbdelta.exceptions import MessagingEntityNotFoundError
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..workers.crash_worker import BATCH, DESTINATION, QUEUE, SUBSCRIPTION, TOPIC, peek_all
-from .trials import Trial, backlog_queues, now_plus
+from .trials import LATER, Trial, backlog_queues, now_plus
 
 #: Operations whose removed messages are gone for good (SETTLE-1, RECV-2, SCHED-3).
 REMOVING = {"complete", "cancel", "receive_and_delete"}
@@ -108,8 +108,8 @@ def view(namespace: str, queue: str, clock=None, setup=None
 
 
 def check_counts(namespace: str, queue: str, main: Dict[str, object], dead: Dict[str, object],
-                 setup=None):
-    props = runtime_properties(namespace, setup, queue)
+                 setup=None, clock=None):
+    props = runtime_properties(namespace, setup, queue, clock)
     states = Counter(m.state for m in main.values())
     seen = {"active": states[ServiceBusMessageState.ACTIVE],
             "scheduled": states[ServiceBusMessageState.SCHEDULED],
@@ -240,9 +240,13 @@ def drain(namespace: str, queue: str, later: float = 3600 + 7200,
 
 
 def check_queue_trial(trial: Trial) -> Dict[str, int]:
+    """Rules 1-5 for a trial on the queue (or the subscription, or the session queue), seen at
+    the worker's time: a worker whose clock runs ahead (``LATER``) released scheduled messages
+    that true time still shows scheduled."""
     ns, setup = trial.setup.namespace, trial.setup
-    main, dead = view(ns, QUEUE, setup=setup)
-    check_counts(ns, QUEUE, main, dead, setup)
+    clock = ManualClock(now_plus(LATER[trial.op])) if trial.op in LATER else None
+    main, dead = view(ns, QUEUE, clock=clock, setup=setup)
+    check_counts(ns, QUEUE, main, dead, setup, clock)
     in_transit = check_messages(trial, main, dead)
     return dict(drain(ns, QUEUE, dead_letters=in_transit, setup=setup),
                 in_transit=len(in_transit))

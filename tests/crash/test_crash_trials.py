@@ -5,7 +5,7 @@ time after it is ready (tests/crash/trials.py); tests/crash/invariants.py then c
 nothing was lost, nothing is present twice, acknowledged calls took effect, the counts match the
 contents and the entity still works. Rules RECV-3/RECV-4 (a lock lost with its holder frees the
 message, its delivery counted), SETTLE-1..4, SEND-3, DLQ-1, SCHED-3, TTL-5, IDLE-1, FWD-1,
-FWD-2 (a send to a topic whose subscription forwards), PAIR-3..7 and RECV-7 (a paired sender
+SCHED-1 (scheduled messages released by a receive), FWD-2 (a send to a topic whose subscription forwards), PAIR-3..7 and RECV-7 (a paired sender
 failing over and pinging its way home; the syphon).
 
 The suite runs the quick form, ``SBDELTA_CRASH_TRIALS`` (default 1) trial per operation, the

@@ -44,7 +44,7 @@ AFTER_FIRST_CALL = {"receive_dataframe": ("receive", 8.0),
 SPARK_ENGINE_WINDOW = 10.0
 SPARK_ENGINE_WINDOWS = {"failover_send": 25.0}
 #: How far ahead of true time the worker's clock runs (seconds), per operation.
-LATER = {"expire": 3600, "delete_idle": 2 * 86400}
+LATER = {"expire": 3600, "delete_idle": 2 * 86400, "receive_scheduled": 3600}
 
 
 def messages(prefix, count, **kwargs):
@@ -100,6 +100,16 @@ def setup_deferred(ns):
                 break
             receiver.defer_messages(got)
     return setup
+
+
+def setup_scheduled(ns):
+    """100 messages scheduled a minute ahead (SCHED-1; the worker's clock is an hour on, so its
+    receives release them) and 50 ordinary ones."""
+    _queue(ns)
+    scheduled = messages("sched", 100)
+    with ServiceBusClient(ns) as client:
+        client.get_queue_sender(QUEUE).schedule_messages(scheduled, now_plus(60))
+    return Setup(ns, [m.message_id for m in scheduled] + _send(ns, messages("old", 50)))
 
 
 def setup_expiring(ns):
@@ -224,6 +234,7 @@ SETUPS = {
     "abandon": setup_plain, "defer": setup_plain, "dead_letter": setup_partitioned,
     "renew": setup_plain, "receive_and_delete": setup_plain,
     "receive_deferred": setup_deferred, "receive_dataframe": setup_partitioned,
+    "receive_scheduled": setup_scheduled,
     "expire": setup_expiring, "compact": setup_compaction, "delete_idle": setup_idle,
     "forward": setup_forward, "syphon": setup_syphon,
     "subscription_complete": setup_subscription, "session_complete": setup_sessions,
@@ -293,7 +304,7 @@ def run_trial(op: str, directory: str, rng: random.Random, engine: str = "auto",
             proc.kill()
         proc.wait()
     journal = read_journal(journal_path)
-    calls = [r for r in journal if r["ev"] in ("begin", "done")]
+    calls = [r for r in journal if r["ev"] in ("begin", "done", "failed")]
     landed = (f"inside {calls[-1]['op']}" if calls and calls[-1]["ev"] == "begin"
               else "between calls")
     return Trial(op, setup, journal, engine, landed, kill_after)

@@ -285,6 +285,8 @@ OPERATIONS = {
         ctx, j, lambda r, g: _settle_all("dead_letter", reason="crash trial")(j, r, g)),
     "renew": lambda ctx, j: _received(ctx, j, lambda r, g: _renew_then_complete(j, r, g)),
     "receive_and_delete": _receive_and_delete,
+    "receive_scheduled": lambda ctx, j: _received(  # scheduled messages released (SCHED-1)
+        ctx, j, lambda r, g: _settle_all("complete")(j, r, g)),
     "subscription_complete": lambda ctx, j: _received(
         ctx, j, lambda r, g: _settle_all("complete")(j, r, g),
         ctx.client.get_subscription_receiver(TOPIC, SUBSCRIPTION)),
