@@ -20,10 +20,14 @@ Each entity (a queue today; subscriptions later) has three Delta tables under it
 
 from __future__ import annotations
 
+import re
 import zlib
 from datetime import timedelta
 
 from .schema import PORTABLE_PROPERTIES
+
+#: The name of a commit file or checkpoint in a table's ``_delta_log`` (group 1: its version).
+LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\..*parquet)$")
 
 PID_SHIFT = 48
 PID_MASK = 0xF  # partitions 0..15

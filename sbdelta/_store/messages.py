@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -24,7 +23,7 @@ from .delta import (GuardTripped, create_table, delta_log, latest_version, local
                     run_guarded, sql_literal)
 from .deltalog import add_missing_columns, require_portable
 from .engines import Engine, resolve_engine
-from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES,
+from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES, LOG_FILE,
                      MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid,
                      key_partition)
 from .locks import Policy, conditions
@@ -358,9 +357,6 @@ def _mark_made(folder: str) -> None:
         pass
 
 
-_COMMIT_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\..*parquet)$")
-
-
 def _refuse_removed(spark, path: str, folder: str, what: str) -> None:
     """Refuse to create the missing table ``path`` of the entity at ``folder`` when its tables
     were all made once (:data:`MADE_MARK`) or the entity was in use: another of its tables has
@@ -408,6 +404,6 @@ def _latest_version(spark, path: str) -> int:
     local = local_path(path)
     if local is None:
         return latest_version(spark, path)
-    found = [int(m.group(1)) for m in map(_COMMIT_FILE.match,
+    found = [int(m.group(1)) for m in map(LOG_FILE.match,
                                           _listing(os.path.join(local, "_delta_log"))) if m]
     return max(found, default=-1)

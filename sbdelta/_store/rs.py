@@ -37,6 +37,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequenc
 
 from .datafusion import translate
 from .delta import GuardTripped, local_path, sql_literal
+from .layout import LOG_FILE
 
 log = logging.getLogger("sbdelta")
 
@@ -96,16 +97,13 @@ def _latest(local: str):
     return table
 
 
-_LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\..*parquet)$")
-
-
 def _log_whole(local: str, version: int) -> bool:
     """Whether the log at ``local`` still holds what a fresh open at ``version`` reads: the
     newest checkpoint at or below it and every commit file after that checkpoint up to it
     (one listing of the log folder)."""
     commits, checkpoints = set(), set()
     for name in os.listdir(os.path.join(local, "_delta_log")):
-        match = _LOG_FILE.match(name)
+        match = LOG_FILE.match(name)
         if match:
             (commits if match.group(2) == "json" else checkpoints).add(int(match.group(1)))
     base = max((c for c in checkpoints if c <= version), default=-1)
