@@ -8,9 +8,9 @@ verb on to the module that owns it.
 
 from .codec import inbox_rows
 from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, local_path, optimize,
-                    refused, retry, retry_policy, sql_literal, storage_errors, storage_fault,
-                    storage_refusal, vacuum)
+                    retry, retry_policy, sql_literal, storage_errors, vacuum)
 from .engines import ENGINES, Engine, resolve_engine
+from .faults import refused, storage_fault, storage_refusal
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH
 from .layout import (ACTIVE, CANCELLED, COPY_SHIFT, DEADLETTERING, DEFERRED, INBOX_COLUMNS,
                      INBOX_NAMES,

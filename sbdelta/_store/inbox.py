@@ -78,13 +78,23 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                                lo, hi, sequence_number)
             counts = dict(Counter(row["pid"] for row in df))
         else:
-            df, counts = inbox_range(store, pids, frontiers, lo, hi), None
+            counts = None
             if store.admit is None and store.engine.reads(store.inbox_path):
-                # a queue's rows: counted by delta-rs on a local table
-                counts = rs.inbox_counts(store.inbox_path,
-                                         {p: frontiers.get(p, -1) for p in pids},
-                                         lo, hi, sequence_number)
-            elif getattr(store.admit, "evaluates_messages", False):
+                # a queue's rows: counted by delta-rs on a local table, per version, so
+                # that Spark reads only the versions the batch needs
+                by_version = rs.inbox_version_counts(
+                    store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
+                    sequence_number)
+                if by_version is not None:
+                    hi = enough_versions(by_version, lo, hi, need)
+                    pids = [p for p in pids if lagging[p] <= hi]
+                    counts = Counter()
+                    for (p, v), k in by_version.items():
+                        if v <= hi:
+                            counts[p] += k
+                    counts = dict(counts)
+            df = inbox_range(store, pids, frontiers, lo, hi)
+            if counts is None and getattr(store.admit, "evaluates_messages", False):
                 # A subscription's rules that read messages run once here, not again in each
                 # job of the receive (true/false filters only compare a timestamp: no job).
                 df = df.localCheckpoint(eager=True)
@@ -94,6 +104,20 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         if sum(counts.values()) >= need or hi >= latest or window >= 4096:
             return df, hi, counts
         window *= 8
+
+
+def enough_versions(counts: Dict[Tuple[int, int], int], lo: int, hi: int, need: int) -> int:
+    """The first version v in lo..hi by which the versions from ``lo`` hold ``need`` rows
+    (``counts`` per (partition, version)); ``hi`` when they never do."""
+    per_version = Counter()
+    for (_, v), k in counts.items():
+        per_version[v] += k
+    total = 0
+    for v in range(lo, hi + 1):
+        total += per_version.get(v, 0)
+        if total >= need:
+            return v
+    return hi
 
 
 def purge_inbox(store, frontiers: Dict[int, int], *, dry_run: bool = False) -> int:

@@ -125,9 +125,11 @@ def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: 
     for name, value in settlement.columns().items():
         src = src.withColumn(name, F.lit(value))
     src = to_source(src).drop("_out")
-    # The partitions touched, as literals for the MERGE (Delta narrows conflicts by them). A
-    # source that is not deterministic is materialized by Delta's MERGE itself.
-    pids = sorted(r.pid for r in src.select("pid").distinct().collect() if r.pid is not None)
+    # The partitions touched, as literals for the MERGE (Delta narrows conflicts by them; one
+    # partition: no job to find them). A source that is not deterministic is materialized by
+    # Delta's MERGE itself.
+    pids = ([0] if store.partitions == 1 else
+            sorted(r.pid for r in src.select("pid").distinct().collect() if r.pid is not None))
     try:
         metrics = retry(lambda: apply_df(store, src, pids or [0], now), what=what)
     except GuardTripped as tripped:

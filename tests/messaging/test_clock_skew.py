@@ -208,3 +208,23 @@ def test_the_grace_is_twice_the_tolerance_and_nothing_for_a_simulated_clock():
     assert lock_grace(object()) == timedelta(0)
     assert lock_grace(SystemClock(skew_tolerance=timedelta(seconds=5))) == timedelta(seconds=10)
     assert datetime.now(timezone.utc) - SystemClock().now() < timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("through", ["local files", "hadoop file system"])
+def test_recv_3_the_clock_check_measures_the_storage_clock_and_leaves_no_probe(
+        spark, tmp_path, monkeypatch, through):
+    """The skew is this host's clock minus the storage's time of a probe write, through the
+    local file API or (as on a cloud namespace, abfss://, s3a://, gs://) Hadoop's file system
+    of the namespace; the probe is removed either way."""
+    from sbdelta._namespace import Namespace
+
+    if through == "hadoop file system":  # the branch a non-local namespace takes
+        monkeypatch.setattr(Namespace, "is_local", property(lambda self: False))
+    for offset in (timedelta(0), timedelta(seconds=60), -timedelta(seconds=60)):
+        ns = Namespace(str(tmp_path / "ns"), spark=spark, clock=WallClockOff(offset))
+        skew = ns.clock_skew()
+        # The storage stamps whole seconds on some file systems: within 2 s of the offset.
+        assert abs((skew - offset).total_seconds()) < 2, (offset, skew)
+    probes = tmp_path / "ns" / "_sbdelta" / "clock"
+    assert not probes.exists() or not [p for p in probes.iterdir()
+                                        if not p.name.startswith(".")], list(probes.iterdir())

@@ -20,7 +20,7 @@ from sbdelta import (ConfigurationError, MessageLockLostError, ServiceBusClient,
 from sbdelta._store import resolve_engine, rs
 from sbdelta._store.apply import apply_rows
 from sbdelta._store.delta import GuardTripped, local_path
-from sbdelta._store.inbox import inbox_range
+from sbdelta._store.inbox import enough_versions, inbox_range, scan_inbox
 from sbdelta._store.layout import PID_SHIFT, frontier_at, msg_key, sequence_number
 from sbdelta._store.locks import Policy
 from sbdelta._store.messages import MessageStore
@@ -91,6 +91,43 @@ def test_recv_4_ttl_7_delta_rs_and_spark_count_the_same_claimable_and_due_messag
         # The moments compared cover every kind of count (not all zero).
         assert {(2, "claimable"), (10, "actions"), (120, "actions"),
                 (0, "tombstones")} <= seen, seen
+
+
+def test_recv_1_a_dataframe_receive_reads_only_the_inbox_versions_its_batch_needs(
+        spark, tmp_path, clock):
+    """Three send commits of 4 messages; a DataFrame receive of 4 reads the first commit only
+    (delta-rs counts per version, Spark reads what the batch needs), the next one the rest.
+    The per-version counts equal Spark's for any frontier."""
+    ns = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(ns, spark=spark, clock=clock).create_queue(
+        "q", enable_partitioning=True)
+    with ServiceBusClient(ns, spark=spark, clock=clock) as client:
+        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+        for batch in range(3):
+            sender.send_messages([ServiceBusMessage(f"m{batch}-{i}", partition_key=f"k{i}")
+                                  for i in range(4)])
+        store = client._entities.queue("q").store
+        latest = store.latest_version(store.inbox_path)
+        first = latest - 2
+        for frontiers in ({p: -1 for p in range(store.partitions)},
+                          {p: frontier_at(p, first) for p in range(store.partitions)}):
+            spark_counts = {(r.pid, r._commit_version): r["count"] for r in inbox_range(
+                store, list(frontiers), frontiers, 0, latest)
+                .groupBy("pid", "_commit_version").count().collect()}
+            assert rs.inbox_version_counts(store.inbox_path, frontiers, 0, latest,
+                                           sequence_number) == spark_counts
+        start = {p: -1 for p in range(store.partitions)}
+        rows, hi, counts = scan_inbox(store, start, 4, latest)
+        assert hi == first and sum(counts.values()) == 4 == rows.count()
+        assert enough_versions({(0, 5): 2, (1, 5): 2, (0, 7): 4}, 5, 7, 4) == 5
+        assert enough_versions({(0, 5): 2, (0, 7): 4}, 5, 7, 3) == 7
+        assert enough_versions({(0, 5): 2}, 5, 7, 3) == 7
+        got = receiver.receive_dataframe(4)
+        assert sorted(r.body for r in got.select("body").collect()) == [
+            f"m0-{i}".encode() for i in range(4)]
+        rest = receiver.receive_dataframe(20)
+        assert rest.count() == 8
+        assert receiver.complete_messages(got) + receiver.complete_messages(rest) == 12
 
 
 def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delta_rs_and_spark(

@@ -75,6 +75,36 @@ def test_local_conf_starts_from_the_class_archive_once_recorded(monkeypatch, tmp
     assert jvm_archive.JAVA_OPTIONS_CONF not in _spark.local_spark_conf()
 
 
+def test_the_class_archive_is_keyed_by_the_jdk_the_pyspark_install_and_the_jars(
+        monkeypatch, tmp_path):
+    """An archive records the class path it was made with: another jar list, another JDK or
+    another virtual environment's pyspark (its own jars folder, same version) gets an archive
+    of its own, and the same set-up finds the same one."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    java_home = _spark._java_home()
+    jars = ["/opt/a/delta-spark.jar", "/opt/a/delta-storage.jar"]
+    path = jvm_archive.archive_path(tmp_path, java_home, jars)
+    assert path == jvm_archive.archive_path(tmp_path, java_home, list(jars))
+    assert path.parent == tmp_path / "cds" and path.suffix == ".jsa"
+    assert jvm_archive.archive_path(tmp_path, java_home, jars[:1]) != path
+    assert jvm_archive.archive_path(tmp_path, java_home, [*jars, "/opt/a/x.jar"]) != path
+    other_java = tmp_path / "jdk"  # another JDK: its own java binary (same version text)
+    (other_java / "bin").mkdir(parents=True)
+    (other_java / "bin" / "java").symlink_to(f"{java_home}/bin/java")
+    assert jvm_archive.archive_path(tmp_path, str(other_java), jars) != path
+    real_find_spec = importlib.util.find_spec
+
+    def other_venv(name, *args):
+        if name == "pyspark":
+            return SimpleNamespace(origin=str(tmp_path / "venv2" / "pyspark" / "__init__.py"))
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr(jvm_archive.importlib.util, "find_spec", other_venv)
+    assert jvm_archive.archive_path(tmp_path, java_home, jars) != path
+
+
 def test_checkpoints_are_written_aside_and_renamed_so_other_processes_never_read_half_of_one(
         spark, tmp_path):
     """Delta writes a checkpoint to a temporary file and renames it into place only when the log
