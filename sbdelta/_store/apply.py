@@ -109,8 +109,21 @@ class MergeSpec:
         return "\n".join(lines)
 
 
-def apply_merge(pids: Iterable[int], now: datetime, tombstones: bool = False) -> MergeSpec:
-    """The apply MERGE (``tombstones``: this is a dead-letter table)."""
+#: The operations of the apply MERGE (the table above).
+OPS = ("delete", "purge", "update", "settle_delete", "settle_update", "cancel", "cancel_all",
+       "insert")
+
+
+def apply_merge(pids: Iterable[int], now: datetime, tombstones: bool = False,
+                ops: Optional[Iterable[str]] = None) -> MergeSpec:
+    """The apply MERGE (``tombstones``: this is a dead-letter table). ``ops``: the operations
+    its source rows may carry (default: all of :data:`OPS`); only their clauses are written,
+    so a MERGE has less to plan and evaluate. A source row of another operation meets the
+    guard clauses (STALE), as an unknown operation always did."""
+    wanted = set(OPS if ops is None else ops)
+    unknown = wanted - set(OPS)
+    if unknown:
+        raise ValueError(f"unknown apply operation(s) {sorted(unknown)}; known: {list(OPS)}")
     if tombstones:
         remove = Clause(True, "update", assignments=(
             ("state", f"'{COMPLETED}'"), ("lock_token", "NULL"),
@@ -134,30 +147,42 @@ def apply_merge(pids: Iterable[int], now: datetime, tombstones: bool = False) ->
         ("application_properties", "coalesce(s.application_properties, "
                                    "t.application_properties)"),
         ("rev", "t.rev + 1"))
-    clauses = (
-        Clause(True, remove.action, "s._op = 'delete' AND t.rev = s._rev", remove.assignments),
-        Clause(True, "delete", "s._op = 'purge' AND t.rev = s._rev"),
-        Clause(True, "update", "s._op = 'update' AND t.rev = s._rev",
-               tuple((c, f"s.{c}") for c, _ in CONTROL_COLUMNS)
-               + (("application_properties", "s.application_properties"),
-                  ("rev", "t.rev + 1"))),
-        Clause(True, remove.action, f"s._op = 'settle_delete' AND {lock_ok}",
-               remove.assignments),
-        Clause(True, "update", f"s._op = 'settle_update' AND {lock_ok}", settle_update),
-        Clause(True, "delete", f"s._op IN ('cancel', 'cancel_all') AND t.state = '{SCHEDULED}' "
-                               f"AND t.visible_at > {now_sql}"),
-        Clause(True, "update", "s._op = 'cancel_all'", (("rev", "t.rev"),)),
-        Clause(True, "guard"),
-        Clause(False, "insert", "s._op IN ('insert', 'cancel', 'cancel_all')",
-               tuple((c, f"s.{c}") for c in COLUMN_NAMES)),
-        Clause(False, "guard"),
-    )
+
+    def listed(names) -> str:
+        return ", ".join(f"'{op}'" for op in sorted(wanted & set(names)))
+
+    cancels, inserts = listed(("cancel", "cancel_all")), listed(("insert", "cancel", "cancel_all"))
+    clauses = tuple(clause for needed, clause in (
+        ("delete" in wanted, Clause(True, remove.action, "s._op = 'delete' AND t.rev = s._rev",
+                                    remove.assignments)),
+        ("purge" in wanted, Clause(True, "delete", "s._op = 'purge' AND t.rev = s._rev")),
+        ("update" in wanted, Clause(True, "update", "s._op = 'update' AND t.rev = s._rev",
+                                    tuple((c, f"s.{c}") for c, _ in CONTROL_COLUMNS)
+                                    + (("application_properties", "s.application_properties"),
+                                       ("rev", "t.rev + 1")))),
+        ("settle_delete" in wanted, Clause(True, remove.action,
+                                           f"s._op = 'settle_delete' AND {lock_ok}",
+                                           remove.assignments)),
+        ("settle_update" in wanted, Clause(True, "update",
+                                           f"s._op = 'settle_update' AND {lock_ok}",
+                                           settle_update)),
+        (bool(cancels), Clause(True, "delete", f"s._op IN ({cancels}) AND t.state = "
+                                               f"'{SCHEDULED}' AND t.visible_at > {now_sql}")),
+        ("cancel_all" in wanted, Clause(True, "update", "s._op = 'cancel_all'",
+                                        (("rev", "t.rev"),))),
+        (True, Clause(True, "guard")),
+        (bool(inserts), Clause(False, "insert", f"s._op IN ({inserts})",
+                               tuple((c, f"s.{c}") for c in COLUMN_NAMES))),
+        (True, Clause(False, "guard")),
+    ) if needed)
     return MergeSpec(f"t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k", clauses)
 
 
-def apply_clauses(pids: Iterable[int], now: datetime, tombstones: bool = False) -> str:
-    """The apply MERGE's clauses in Spark SQL (``tombstones``: this is a dead-letter table)."""
-    return apply_merge(pids, now, tombstones).spark_clauses()
+def apply_clauses(pids: Iterable[int], now: datetime, tombstones: bool = False,
+                  ops: Optional[Iterable[str]] = None) -> str:
+    """The apply MERGE's clauses in Spark SQL (``tombstones``: this is a dead-letter table;
+    ``ops`` as for :func:`apply_merge`)."""
+    return apply_merge(pids, now, tombstones, ops).spark_clauses()
 
 
 def to_source(df, *, out: bool = False):
@@ -187,18 +212,22 @@ def as_ops(df, op: str, *, out: bool = False):
     return to_source(df.withColumns({"_op": F.lit(op), "_rev": F.col("rev")}), out=out)
 
 
-def apply_df(store, df, pids: Iterable[int], now: datetime):
+def apply_df(store, df, pids: Iterable[int], now: datetime,
+             ops: Optional[Iterable[str]] = None):
     """One apply MERGE with ``df`` (source-shaped, without ``_out``) on the store's table;
-    returns Delta's metrics row (``num_affected_rows``...)."""
+    returns Delta's metrics row (``num_affected_rows``...). ``ops``: the operations ``df``'s
+    rows may carry (default: any)."""
     return merge(store.spark, store.messages_path, df,
-                 apply_clauses(list(pids), now, store.dead_letter))
+                 apply_clauses(list(pids), now, store.dead_letter, ops))
 
 
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
     receive's collected plan)."""
+    ops = {row.get("_op") for row in rows}
     merge_rows(store, store.messages_path,
-               apply_merge(list(pids), now, store.dead_letter), rows)
+               apply_merge(list(pids), now, store.dead_letter,
+                           ops if ops <= set(OPS) else None), rows)
 
 
 def insert_missing(pids: Iterable[int]) -> MergeSpec:

@@ -40,14 +40,13 @@ def partition_stats(store, policy: Policy, now: datetime, only: Optional[str] = 
     from pyspark.sql import functions as F
 
     claimable, action, _ = conditions(policy, now, dead_letter=store.dead_letter)
-    if only is None:
-        fast = (rs.partition_stats(store.messages_path, claimable, action, FRONTIER, MSG,
-                                   CANCELLED) if store.engine.reads(store.messages_path)
-                else None)
-        if fast is not None:
-            return fast
-    else:  # a session receive counts its session's messages only
+    if only is not None:  # a session receive counts its session's messages only
         claimable = f"({claimable}) AND {only}"
+    fast = (rs.partition_stats(store.messages_path, claimable, action, FRONTIER, MSG,
+                               CANCELLED) if store.engine.reads(store.messages_path)
+            else None)
+    if fast is not None:
+        return fast
     rows = (store.messages().groupBy("pid").agg(
         F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"),
         F.max(F.when(F.col("kind") == FRONTIER, F.col("rev"))).alias("frontier_rev"),
@@ -100,7 +99,7 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     tombstones = {p for p in stats if stats[p].tombstones}
     if session is not None:  # one partition holds the session
         frontiers = {session.pid: frontiers[session.pid]}
-    fast = _fast(store, n, as_rows, session)
+    fast = _fast(store, n, as_rows)
     new_rows, hi, new_counts = None, -1, {}
     if not store.dead_letter and n > sum(claimable.values()):
         latest = (rs.version(store.inbox_path) if fast
@@ -155,7 +154,7 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
                     any(actions[p] for p in chosen), tombstones.intersection(chosen))
     if fast:
-        out = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock)
+        out = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock, guard)
     else:
         out = _commit_with_spark(store, choice, new_rows, policy, now, delete, lock, as_rows,
                                  n, guard)
@@ -171,11 +170,16 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     return out, [p for p in chosen if take_new.get(p)]
 
 
-def _fast(store, n: int, as_rows: bool, session) -> bool:
+#: The apply operations a receive plan writes (:mod:`.receive_plan`): its MERGE has only their
+#: clauses and the guards.
+PLAN_OPS = ("update", "insert", "delete")
+
+
+def _fast(store, n: int, as_rows: bool) -> bool:
     """Whether this receive plans and commits through delta-rs, without Spark: a list
-    receive of a queue or dead-letter queue (no session, no subscription rules) on tables
-    the store's engine settles with delta-rs (``engine="delta-rs"``, a local namespace)."""
-    return (as_rows and n <= LITERAL_ROWS and session is None and store.admit is None
+    receive of a queue, a session of one, or a dead-letter queue (no subscription rules) on
+    tables the store's engine settles with delta-rs (a local namespace)."""
+    return (as_rows and n <= LITERAL_ROWS and store.admit is None
             and store.engine.settles(store.messages_path)
             and (store.dead_letter or store.engine.reads(store.inbox_path)))
 
@@ -216,7 +220,7 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
     plan = plan.localCheckpoint(eager=True)
     source = plan.where("_op IS NOT NULL").drop("_out")
     merge(store.spark, store.messages_path, source,
-          apply_clauses(choice.chosen, now, store.dead_letter))
+          apply_clauses(choice.chosen, now, store.dead_letter, PLAN_OPS))
     out = plan.where("_out")
     if as_rows:
         return sorted(out.collect(), key=lambda r: r.seq)  # no sort job: rows are few
@@ -224,15 +228,19 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
 
 
 def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: datetime,
-                          delete: bool, lock: Grant):
+                          delete: bool, lock: Grant, guard: Optional[dict] = None):
     """Run the plan in DataFusion (the messages table, and the new rows it can take as a
-    literal relation) and commit it with delta-rs's MERGE: no Spark. Returns the handed-out
-    rows, as Rows sorted by sequence number."""
+    literal relation) and commit it with delta-rs's MERGE: no Spark. ``guard``: a session's
+    row at the revision read, committed with the plan (the receive lands only while the
+    session is held). Returns the handed-out rows, as Rows sorted by sequence number."""
     sql = _plan(store, choice, new_rows, policy, now, delete, lock)
-    if sql is None:
-        return []
-    rows = query(store, sql, _taken_rows(new_rows or [], choice), fast=True)
-    apply_rows(store, [r.asDict() for r in rows if r._op is not None], choice.chosen, now)
+    rows = [] if sql is None else query(store, sql, _taken_rows(new_rows or [], choice),
+                                        fast=True)
+    changes = [r.asDict() for r in rows if r._op is not None]
+    if guard is not None:
+        changes.append(guard)
+    if changes:
+        apply_rows(store, changes, choice.chosen, now)
     return sorted((r for r in rows if r._out), key=lambda r: r.seq)
 
 

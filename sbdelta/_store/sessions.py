@@ -27,10 +27,12 @@ from .._clock import from_spark
 from ..exceptions import SessionCannotBeLockedError, SessionLockLostError
 from .apply import apply_rows
 from .delta import retry, sql_literal
+from . import rs
 from .inbox import inbox_range, scan_inbox
 from .layout import (ACTIVE, CONTROL_COLUMNS, DEFERRED, FRONTIER, MSG, PID_SHIFT, SCHEDULED,
-                     SESSION, frontier_at, session_key, start_version)
+                     SESSION, frontier_at, sequence_number, session_key, start_version)
 from .locks import Policy, conditions, lock_token, lock_token_prefix
+from .reads import query
 
 
 @dataclass
@@ -56,8 +58,10 @@ class SessionHold:
 
 
 def _read(store, pid: int, session_id: str):
-    rows = (store.messages().where(f"pid = {int(pid)} AND k = "
-                                   f"{sql_literal(session_key(session_id))}").collect())
+    """The session's row, or None: read by delta-rs where it settles the entity's tables (no
+    Spark job), else by Spark (:func:`.reads.query`)."""
+    rows = query(store, f"SELECT * FROM {{M}} WHERE pid = {int(pid)} AND k = "
+                        f"{sql_literal(session_key(session_id))}")
     return rows[0] if rows else None
 
 
@@ -110,12 +114,43 @@ def lock_session(store, session_id: str, pid: int, now: datetime,
     return retry(step, what=f"lock session {session_id!r} of {store.messages_path}")
 
 
-def _age():
-    """How old a message is, as a sortable column: its enqueued time, then its place in commit
-    order (the sequence number without its partition bits, so partitions interleave)."""
-    from pyspark.sql import functions as F
+#: A message's place in commit order: its sequence number without the partition bits, so
+#: that partitions interleave.
+_ORDER_MASK = (1 << PID_SHIFT) - 1
 
-    return F.struct("enqueued_time", F.expr(f"seq & {(1 << PID_SHIFT) - 1}").alias("order"))
+
+def _firsts_sql(relation: str, where: str) -> str:
+    """Per (partition, session) of the rows of ``relation`` matching ``where``: the oldest
+    one's enqueued time (``first_time``) and, among the rows of that time, the lowest place in
+    commit order (``first_ord``). One SQL text that Spark and DataFusion both run."""
+    return (f"c AS (SELECT pid, session_id, enqueued_time, seq & {_ORDER_MASK} AS ord "
+            f"FROM {relation} WHERE {where}), "
+            "t AS (SELECT pid, session_id, min(enqueued_time) AS first_time FROM c "
+            "GROUP BY pid, session_id), "
+            "f AS (SELECT c.pid, c.session_id, t.first_time, min(c.ord) AS first_ord FROM c "
+            "JOIN t ON c.pid = t.pid AND c.session_id = t.session_id "
+            "AND c.enqueued_time = t.first_time GROUP BY c.pid, c.session_id, t.first_time)")
+
+
+def _oldest_first(rows, taken) -> List[Tuple[str, int]]:
+    found = sorted(((r.first_time, r.first_ord), r.session_id, r.pid) for r in rows
+                   if r.session_id not in taken)
+    return [(session_id, pid) for _, session_id, pid in found]
+
+
+def _fast(store) -> bool:
+    """Whether delta-rs reads this entity's tables for the session queries (a local queue;
+    a subscription's inbox is read through its rules, by Spark)."""
+    return (store.admit is None and store.engine.settles(store.messages_path)
+            and (not store.inbox_path or store.engine.reads(store.inbox_path)))
+
+
+def _inbox_rows(store, frontiers, lo: int, hi: int, fast: bool):
+    """The inbox rows of versions lo..hi past the frontiers: dicts read by delta-rs (``fast``)
+    or a Spark DataFrame, the relation ``{N}`` of :func:`.reads.query` either way."""
+    if fast:
+        return rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number)
+    return inbox_range(store, list(frontiers), frontiers, lo, hi)
 
 
 def available(store, policy: Policy, now: datetime) -> List[Tuple[str, int]]:
@@ -125,44 +160,44 @@ def available(store, policy: Policy, now: datetime) -> List[Tuple[str, int]]:
     One read of ``messages`` finds the registered messages free to lock, the held sessions and
     the partitions' frontiers. When no free session has a registered message, the inbox past
     the frontiers is read (as a receive reads it: the fewest commits that show a message of a
-    free session), for messages neither scheduled for later nor expired.
+    free session), for messages neither scheduled for later nor expired. On a local queue
+    delta-rs runs the queries (no Spark job), else Spark: the same SQL.
     """
-    from pyspark.sql import functions as F
-
+    fast = _fast(store)
     claimable = conditions(policy, now, dead_letter=store.dead_letter)[0]
     held = f"kind = '{SESSION}' AND locked_until > {sql_literal(now - policy.lock_grace)}"
-    rows = (store.messages()
-            .where(f"kind = '{FRONTIER}' OR ({held}) OR "
-                   f"(({claimable}) AND session_id IS NOT NULL)")
-            .groupBy("pid", "session_id").agg(
-                F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"),
-                F.max(F.when(F.expr(held), True)).alias("held"),
-                F.min(F.when(F.col("kind") == MSG, _age())).alias("first"))
-            .collect())
-    taken = {r.session_id for r in rows if r.held}
-    found = sorted((tuple(r.first), r.session_id, r.pid) for r in rows
-                   if r.first is not None and r.session_id not in taken)
+    rows = query(store, (
+        f"WITH {_firsts_sql('{M}', f'({claimable}) AND session_id IS NOT NULL')} "
+        "SELECT 'first' AS what, pid, session_id, first_time, first_ord, "
+        "CAST(NULL AS BIGINT) AS frontier FROM f "
+        "UNION ALL SELECT 'frontier' AS what, pid, CAST(NULL AS STRING) AS session_id, "
+        "CAST(NULL AS TIMESTAMP) AS first_time, CAST(NULL AS BIGINT) AS first_ord, seq "
+        f"AS frontier FROM {{M}} WHERE kind = '{FRONTIER}' "
+        "UNION ALL SELECT 'held' AS what, pid, session_id, CAST(NULL AS TIMESTAMP) AS "
+        "first_time, CAST(NULL AS BIGINT) AS first_ord, CAST(NULL AS BIGINT) AS frontier "
+        f"FROM {{M}} WHERE {held}"), fast=fast)
+    taken = {r.session_id for r in rows if r.what == "held"}
+    found = _oldest_first([r for r in rows if r.what == "first"], taken)
     if found or not store.inbox_path:
-        return [(session_id, pid) for _, session_id, pid in found]
+        return found
     frontiers = {p: -1 for p in range(store.partitions)}
-    frontiers.update({r.pid: r.frontier for r in rows if r.frontier is not None})
-    latest = store.latest_version(store.inbox_path)
+    frontiers.update({r.pid: r.frontier for r in rows if r.what == "frontier"})
+    latest = rs.version(store.inbox_path) if fast else store.latest_version(store.inbox_path)
     now_sql = sql_literal(now)
+    deliverable = (f"kind = '{MSG}' AND session_id IS NOT NULL "
+                   f"AND (scheduled_enqueue_time IS NULL OR scheduled_enqueue_time <= {now_sql}) "
+                   f"AND (expires_at IS NULL OR expires_at > {now_sql})")
     while True:
-        df, hi, counts = scan_inbox(store, frontiers, 1, latest)
-        if df is None:
+        new, hi, counts = scan_inbox(store, frontiers, 1, latest, as_rows=fast)
+        if new is None:
             return []
         if counts:
-            firsts = (df.where(f"kind = '{MSG}' AND session_id IS NOT NULL "
-                               f"AND (scheduled_enqueue_time IS NULL "
-                               f"OR scheduled_enqueue_time <= {now_sql}) "
-                               f"AND (expires_at IS NULL OR expires_at > {now_sql})")
-                      .groupBy("pid", "session_id")
-                      .agg(F.min(_age()).alias("first")).collect())
-            found = sorted((tuple(r.first), r.session_id, r.pid) for r in firsts
-                           if r.session_id not in taken)
+            firsts = query(store, f"WITH {_firsts_sql('{N}', deliverable)} "
+                                  "SELECT pid, session_id, first_time, first_ord FROM f",
+                           new, fast=fast)
+            found = _oldest_first(firsts, taken)
             if found:
-                return [(session_id, pid) for _, session_id, pid in found]
+                return found
         if hi >= latest:
             return []
         frontiers = {p: max(f, frontier_at(p, hi)) for p, f in frontiers.items()}
@@ -171,27 +206,26 @@ def available(store, policy: Policy, now: datetime) -> List[Tuple[str, int]]:
 def listing(store) -> List[str]:
     """SESS-6: the ids of the sessions with messages (active, deferred or scheduled; locked or
     not) or a state, sorted. One read of ``messages``; then the inbox past the frontiers (the
-    messages no receive has registered yet), read once."""
-    from pyspark.sql import functions as F
-
-    rows = (store.messages()
-            .where(f"kind = '{FRONTIER}' OR (kind = '{SESSION}' "
-                   f"AND application_properties IS NOT NULL) OR (kind = '{MSG}' AND state IN "
-                   f"('{ACTIVE}', '{DEFERRED}', '{SCHEDULED}') AND session_id IS NOT NULL)")
-            .groupBy("pid", "session_id")
-            .agg(F.max(F.when(F.col("kind") == FRONTIER, F.col("seq"))).alias("frontier"))
-            .collect())
+    messages no receive has registered yet), read once. Through delta-rs on a local queue."""
+    fast = _fast(store)
+    rows = query(store, (
+        f"SELECT pid, session_id, max(CASE WHEN kind = '{FRONTIER}' THEN seq END) AS frontier "
+        f"FROM {{M}} WHERE kind = '{FRONTIER}' OR (kind = '{SESSION}' "
+        f"AND application_properties IS NOT NULL) OR (kind = '{MSG}' AND state IN "
+        f"('{ACTIVE}', '{DEFERRED}', '{SCHEDULED}') AND session_id IS NOT NULL) "
+        "GROUP BY pid, session_id"), fast=fast)
     found = {r.session_id for r in rows if r.session_id is not None}
     if store.inbox_path:
         frontiers = {p: -1 for p in range(store.partitions)}
         frontiers.update({r.pid: r.frontier for r in rows if r.frontier is not None})
-        latest = store.latest_version(store.inbox_path)
+        latest = (rs.version(store.inbox_path) if fast
+                  else store.latest_version(store.inbox_path))
         lo = min(start_version(f) for f in frontiers.values())
-        if lo <= latest:
-            found.update(r.session_id for r in inbox_range(
-                store, list(frontiers), frontiers, lo, latest)
-                .where(f"kind = '{MSG}' AND session_id IS NOT NULL")
-                .select("session_id").distinct().collect())
+        new = _inbox_rows(store, frontiers, lo, latest, fast) if lo <= latest else None
+        if new is not None and not (fast and not new):  # (delta-rs read no rows: no query)
+            found.update(r.session_id for r in query(
+                store, f"SELECT DISTINCT session_id FROM {{N}} WHERE kind = '{MSG}' "
+                       "AND session_id IS NOT NULL", new, fast=fast))
     return sorted(found)
 
 
@@ -212,9 +246,8 @@ def guard_row(row) -> dict:
 
 def _locked_messages(store, hold: SessionHold, now: datetime) -> List:
     prefix = sql_literal(hold.token_start + "%")
-    return (store.messages().where(
-        f"pid = {int(hold.pid)} AND kind = '{MSG}' AND lock_token LIKE {prefix} "
-        f"AND locked_until > {sql_literal(now)}").collect())
+    return query(store, f"SELECT * FROM {{M}} WHERE pid = {int(hold.pid)} AND kind = '{MSG}' "
+                        f"AND lock_token LIKE {prefix} AND locked_until > {sql_literal(now)}")
 
 
 def move_lock(store, hold: SessionHold, until: datetime, now: datetime, what: str) -> None:

@@ -131,7 +131,8 @@ def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: 
     pids = ([0] if store.partitions == 1 else
             sorted(r.pid for r in src.select("pid").distinct().collect() if r.pid is not None))
     try:
-        metrics = retry(lambda: apply_df(store, src, pids or [0], now), what=what)
+        metrics = retry(lambda: apply_df(store, src, pids or [0], now,
+                                         [settlement.columns()["_op"]]), what=what)
     except GuardTripped as tripped:
         if tripped.code != "LOCK_LOST":
             raise

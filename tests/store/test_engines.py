@@ -375,6 +375,38 @@ def test_recv_1_settle_1_4_a_delta_rs_client_sends_receives_and_settles_without_
             ("m3", "checked")]
 
 
+@pytest.mark.parametrize("engine", ["delta-rs", "spark"])
+def test_sess_2_3_5_6_session_receivers_do_the_same_through_delta_rs_without_a_jvm_and_spark(
+        spark, tmp_path, engine):
+    """Issue 16: session receivers on a local namespace run through delta-rs as queue
+    receivers do (``tests/workers/session_scenario.py``): next available (SESS-3, the session
+    of the oldest message first), a named session, messages in order under the session lock
+    (SESS-2), state (SESS-5), renewal, settlement and the session listing (SESS-6), in a
+    process where no JVM starts; the same scenario through Spark (the cloud path) ends the
+    same."""
+    import json
+
+    from ..conftest import run_python
+    from ..workers import session_scenario
+
+    ns = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(ns, spark=spark).create_queue("s", requires_session=True)
+    if engine == "delta-rs":
+        proc = run_python("-m", "tests.workers.session_scenario", ns)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        report = json.loads(out.strip().splitlines()[-1])
+        assert report.pop("jvm") is False
+    else:
+        report = session_scenario.run(ns, "spark", spark)
+    assert report == {"oldest": "b", "got": ["b0", "b1", "b2"], "state": "seen",
+                      "back": [["b2", 2]], "other": "a", "rest": ["a0", "a1"],
+                      "listed": ["b"]}  # b keeps its state; a has nothing left
+    with ServiceBusClient(ns, spark=spark, engine="spark") as client:  # one view of both
+        assert client.get_queue_receiver("s", session_id="b").session.get_state() == b"seen"
+        assert client.get_queue_receiver("s", session_id="a").peek_messages(10) == []
+
+
 @pytest.mark.parametrize("engine, sends, settles", [
     ("spark", "Spark", "Spark"), ("auto", "delta-rs", "delta-rs"),
     ("delta-rs", "delta-rs", "delta-rs")])

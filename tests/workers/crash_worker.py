@@ -303,7 +303,7 @@ OPERATIONS = {
 
 #: Operations that run Spark whatever the engine (subscription receive plans, DataFrame forms
 #: and batch jobs).
-SPARK_OPERATIONS = {"subscription_complete", "session_complete", "send_dataframe",
+SPARK_OPERATIONS = {"subscription_complete", "send_dataframe",
                     "receive_dataframe", "expire", "compact", "delete_idle", "forward", "syphon",
                     "send_forwarding"}
 
