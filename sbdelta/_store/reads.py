@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .._clock import as_utc
+from .._clock import as_utc, from_spark
 from . import rs
 from .delta import sql_literal
 from .inbox import inbox_range, scan_inbox
@@ -24,6 +24,17 @@ class Counts:
     deferred: int = 0
     locked: int = 0
     size_in_bytes: int = 0
+    #: The enqueued time of the oldest active message (aware UTC), or None when none is.
+    oldest: Optional[datetime] = None
+
+    def add(self, other: "Counts") -> None:
+        """Add ``other``'s active and scheduled messages and bytes (the inbox rows past the
+        frontiers, to the registered ones)."""
+        self.active += other.active
+        self.scheduled += other.scheduled
+        self.size_in_bytes += other.size_in_bytes
+        if other.oldest is not None and (self.oldest is None or other.oldest < self.oldest):
+            self.oldest = other.oldest
 
 
 def peek(store, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
@@ -149,15 +160,16 @@ def counts(store, now: datetime) -> Counts:
     fast = store.admit is None and store.engine.settles(store.messages_path)
     now_sql = sql_literal(now)
     live = f"state NOT IN ('{DEADLETTERING}', '{COMPLETED}')"
+    active = f"state = '{ACTIVE}' OR (state = '{SCHEDULED}' AND visible_at <= {now_sql})"
     (agg,) = query(store, (
-        f"SELECT sum(CASE WHEN state = '{ACTIVE}' OR (state = '{SCHEDULED}' AND visible_at "
-        f"<= {now_sql}) THEN 1 ELSE 0 END) AS active, sum(CASE WHEN state = '{SCHEDULED}' "
+        f"SELECT sum(CASE WHEN {active} THEN 1 ELSE 0 END) AS active, "
+        f"min(CASE WHEN {active} THEN enqueued_time END) AS oldest, sum(CASE WHEN state = '{SCHEDULED}' "
         f"AND visible_at > {now_sql} THEN 1 ELSE 0 END) AS scheduled, sum(CASE WHEN state = "
         f"'{DEFERRED}' THEN 1 ELSE 0 END) AS deferred, sum(CASE WHEN {live} AND locked_until "
         f"> {now_sql} THEN 1 ELSE 0 END) AS locked, sum(CASE WHEN {live} THEN size ELSE 0 "
         f"END) AS size FROM {{M}} WHERE kind = '{MSG}' AND state <> '{CANCELLED}'"), fast=fast)
     result = Counts(agg.active or 0, agg.scheduled or 0, agg.deferred or 0, agg.locked or 0,
-                    agg.size or 0)
+                    agg.size or 0, from_spark(agg.oldest))
     if not store.inbox_path:
         return result
     marks = query(store, (
@@ -178,9 +190,7 @@ def counts(store, now: datetime) -> Counts:
                                       {(r.pid, r.k) for r in marks if r.kind == MSG})
     else:
         unseen = _unregistered_counts_spark(store, lagging, frontiers_, lo, latest, now_sql)
-    result.active += unseen.active
-    result.scheduled += unseen.scheduled
-    result.size_in_bytes += unseen.size_in_bytes
+    result.add(unseen)
     return result
 
 
@@ -192,7 +202,8 @@ def _unregistered_counts(store, lagging: Dict[int, int], lo: int, hi: int, now: 
 
     out = Counts()
     for row in rs.inbox_rows(store.inbox_path, lagging, lo, hi, sequence_number,
-                             columns=["kind", "scheduled_enqueue_time", "size"]):
+                             columns=["kind", "scheduled_enqueue_time", "enqueued_time",
+                                      "size"]):
         if row["kind"] != MSG or (row["pid"], msg_key(row["pos"])) in tombstones:
             continue
         scheduled = as_utc(row["scheduled_enqueue_time"])
@@ -200,6 +211,9 @@ def _unregistered_counts(store, lagging: Dict[int, int], lo: int, hi: int, now: 
             out.scheduled += 1
         else:  # only a schedule hides a message (not a sender's clock ahead of ours)
             out.active += 1
+            enqueued = as_utc(row["enqueued_time"])
+            if enqueued is not None and (out.oldest is None or enqueued < out.oldest):
+                out.oldest = enqueued
         out.size_in_bytes += row["size"] or 0
     return out
 
@@ -220,11 +234,13 @@ def _unregistered_counts_spark(store, lagging: Dict[int, int], frontiers_: Dict[
     agg = inbox.agg(
         F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} THEN 0 ELSE 1 END"))
         .alias("active"),
+        F.min(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} THEN NULL "
+                     "ELSE enqueued_time END")).alias("oldest"),
         F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} "
                      f"THEN 1 ELSE 0 END")).alias("scheduled"),
         F.sum("size").alias("size")).collect()[0]
     return Counts(active=agg.active or 0, scheduled=agg.scheduled or 0,
-                  size_in_bytes=agg.size or 0)
+                  size_in_bytes=agg.size or 0, oldest=from_spark(agg.oldest))
 
 
 def frontiers(store) -> Dict[int, int]:

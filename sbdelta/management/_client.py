@@ -72,6 +72,7 @@ class SubscriptionRuntimeProperties:
     created_at_utc: Any
     updated_at_utc: Any
     accessed_at_utc: Any
+    oldest_message_enqueued_time_utc: Any = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class QueueRuntimeProperties:
 
     ``active_message_count`` includes locked messages; ``deferred_message_count`` is extra to
     the SDK's fields; ``total_message_count`` is active + scheduled + deferred + dead-lettered.
+    ``oldest_message_enqueued_time_utc`` (extra too): when the oldest active message was
+    enqueued, None when there is none (``sbdelta stats`` shows its age).
     """
 
     name: str
@@ -94,6 +97,7 @@ class QueueRuntimeProperties:
     created_at_utc: Any
     updated_at_utc: Any
     accessed_at_utc: Any
+    oldest_message_enqueued_time_utc: Any = None
 
 
 def _check_rule(rule: RuleProperties) -> None:
@@ -265,7 +269,8 @@ class ServiceBusAdministrationClient:
                     transfer_dead_letter_message_count=0, total_message_count=total,
                     size_in_bytes=counts.size_in_bytes + dead.size_in_bytes,
                     created_at_utc=row.created_at, updated_at_utc=row.updated_at,
-                    accessed_at_utc=row.updated_at)
+                    accessed_at_utc=row.updated_at,
+                    oldest_message_enqueued_time_utc=counts.oldest)
 
     # -- topics -------------------------------------------------------------------------------
     def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
