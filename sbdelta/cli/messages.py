@@ -24,7 +24,9 @@ from .base import (MESSAGE_COLUMNS, Target, admin, client, guard, json_option, m
 BATCH = 500
 
 
-def _age(enqueued: Optional[datetime], now: datetime) -> Optional[str]:
+def age_text(enqueued: Optional[datetime], now: datetime) -> Optional[str]:
+    """How long ago ``enqueued`` was, in its two largest units (``3m07s``, ``2h05m``,
+    ``4d03h``); None for None."""
     if enqueued is None:
         return None
     seconds = max(0, int((now - enqueued).total_seconds()))
@@ -74,7 +76,7 @@ def stats(namespace: str, as_json: bool) -> None:
           ("kind", "name", "active", "scheduled", "deferred", "dead-letter", "bytes",
            "oldest active"),
           [(e["kind"], e["name"], e["active"], e["scheduled"], e["deferred"], e["dead_letter"],
-            e["size_in_bytes"], _age(e["oldest_enqueued_time_utc"], now)) for e in out])
+            e["size_in_bytes"], age_text(e["oldest_enqueued_time_utc"], now)) for e in out])
 
 
 @main.command()
@@ -116,13 +118,15 @@ def _print_messages(target: Target, got: List[dict], as_json: bool) -> None:
         table(f"{target.label}: {len(got)} message(s)", MESSAGE_COLUMNS, message_rows(got))
 
 
-def _property(text: str) -> Tuple[str, object]:
+def parse_property(text: str) -> Tuple[str, object]:
+    """``KEY=VALUE`` as an application property: numbers and true/false typed as JSON reads
+    them, a JSON string (``"5"``) as its text, anything else as it is written."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise click.BadParameter(f"{text!r} is not KEY=VALUE", param_hint="--property")
     try:  # numbers and true/false as JSON reads them; anything else is text
         parsed = json.loads(value)
-        if isinstance(parsed, (int, float, bool)):
+        if isinstance(parsed, (int, float, bool, str)):
             return key, parsed
     except ValueError:
         pass
@@ -135,8 +139,8 @@ def _property(text: str) -> Tuple[str, object]:
 @click.option("--file", "-f", "source", type=click.File("r", encoding="utf-8"), default=None,
               help="Send each line of this file as a message ('-': standard input).")
 @click.option("--property", "-p", "properties", multiple=True,
-              help="An application property KEY=VALUE (numbers and true/false are typed); "
-                   "repeatable.")
+              help="An application property KEY=VALUE (numbers and true/false are typed; "
+                   "'KEY=\"5\"' is the text 5); repeatable.")
 @click.option("--session-id", default=None, help="The messages' session (a session entity).")
 @click.option("--partition-key", default=None, help="The messages' partition key.")
 @click.option("--subject", default=None)
@@ -165,7 +169,7 @@ def send(entity: str, bodies: Tuple[str, ...], source, properties: Tuple[str, ..
         bodies = tuple(line.rstrip("\r\n") for line in source)
     if message_id is not None and len(bodies) != 1:
         raise click.UsageError(f"--message-id names one message; {len(bodies)} given")
-    props = dict(_property(p) for p in properties) or None
+    props = dict(parse_property(p) for p in properties) or None
     messages = [ServiceBusMessage(body, application_properties=props, session_id=session_id,
                                   partition_key=partition_key, subject=subject,
                                   content_type=content_type, message_id=message_id)
