@@ -1,41 +1,18 @@
-"""Table maintenance: remove settled rows, compact small files, checkpoint and vacuum.
+"""spark-submit entry point of :mod:`sbdelta.jobs.compact` (the job, its flags and its report are
+there; ``sbdelta-compact`` is the same job as a console script and a Databricks
+wheel task).
 
-    python -m jobs.compact [--namespace DIR] [--entity NAME ...] [--retain-hours H] [--dry-run]
+    python -m jobs.compact --help
     spark-submit $(sbdelta spark-submit-args) jobs/compact.py --namespace DIR
-
-Safe to run while senders, receivers and other jobs are active, and idempotent. --retain-hours
-(default 168, Delta's) may go down to 1, the safe floor (the longest an sbdelta operation reads
-an older snapshot); a lower value is refused. Prints the report; exits 1 on failure.
-Settings: conf/maintenance.json ("compact": {"retain_hours": ...}), then flags.
 """
-
-from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # spark-submit: repo not on path
 
-from jobs import _common  # noqa: E402
-
-
-def main(argv=None) -> int:
-    def flags(parser):
-        parser.add_argument("--retain-hours", type=float, metavar="H",
-                            help="vacuum keeps files removed less than H hours ago, H >= 1 "
-                                 "(default: the conf file's retain_hours, else 168)")
-
-    def action(args, settings):
-        from sbdelta.maintenance import DEFAULT_RETAIN_HOURS, compact
-
-        hours = args.retain_hours
-        if hours is None:
-            hours = float(settings.get("retain_hours", DEFAULT_RETAIN_HOURS))
-        return compact(args.namespace, entities=args.entities, dry_run=args.dry_run,
-                       retain_hours=hours)
-
-    return _common.run("compact", __doc__, action, flags, argv=argv)
-
+from sbdelta.jobs.common import exit_with  # noqa: E402
+from sbdelta.jobs.compact import main  # noqa: E402
 
 if __name__ == "__main__":
-    _common.exit_with(main())
+    exit_with(main())

@@ -124,6 +124,6 @@ def _topic_tour(client, admin, topic: str = "events") -> None:
 
 
 if __name__ == "__main__":
-    from jobs import _common
+    from sbdelta.jobs.common import exit_with
 
-    _common.exit_with(main())
+    exit_with(main())

@@ -1,39 +1,18 @@
-"""Expiry sweep: dead-letter or drop expired messages and messages past their delivery limit.
+"""spark-submit entry point of :mod:`sbdelta.jobs.expire_messages` (the job, its flags and its report are
+there; ``sbdelta-expire-messages`` is the same job as a console script and a Databricks
+wheel task).
 
-    python -m jobs.expire_messages [--namespace DIR] [--entity NAME ...] [--dry-run]
-                                   [--batch-size N]
+    python -m jobs.expire_messages --help
     spark-submit $(sbdelta spark-submit-args) jobs/expire_messages.py --namespace DIR
-
-Safe to run while senders, receivers and other sweeps are active, and idempotent. Prints the
-report; exits 1 with the error on failure. Settings: conf/maintenance.json, then
-``SBDELTA_NAMESPACE``, then flags.
 """
-
-from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # spark-submit: repo not on path
 
-from jobs import _common  # noqa: E402
-
-
-def main(argv=None) -> int:
-    def flags(parser):
-        parser.add_argument("--batch-size", type=int, metavar="N",
-                            help="messages per commit, repeated until none is left "
-                                 "(default: conf, else 10000)")
-
-    def action(args, settings):
-        from sbdelta.maintenance import DEFAULT_SWEEP_BATCH, expire_messages
-
-        batch = args.batch_size or settings.get("batch_size") or DEFAULT_SWEEP_BATCH
-        return expire_messages(args.namespace, entities=args.entities, dry_run=args.dry_run,
-                               batch_size=batch)
-
-    return _common.run("expire_messages", __doc__, action, flags, argv=argv)
-
+from sbdelta.jobs.common import exit_with  # noqa: E402
+from sbdelta.jobs.expire_messages import main  # noqa: E402
 
 if __name__ == "__main__":
-    _common.exit_with(main())
+    exit_with(main())

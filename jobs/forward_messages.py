@@ -1,34 +1,18 @@
-"""Forwarding catch-up: move what waits in forwarding queues and subscriptions (and dead letters
-to forward_dead_lettered_messages_to) to their destinations.
+"""spark-submit entry point of :mod:`sbdelta.jobs.forward_messages` (the job, its flags and its report are
+there; ``sbdelta-forward-messages`` is the same job as a console script and a Databricks
+wheel task).
 
-    python -m jobs.forward_messages [--namespace DIR] [--entity NAME ...] [--dry-run]
+    python -m jobs.forward_messages --help
     spark-submit $(sbdelta spark-submit-args) jobs/forward_messages.py --namespace DIR
-
-Sends move their messages along forward_to themselves; this job moves what a send left behind
-(a crash between its commits), what a source held before forwarding was switched on, and dead
-letters. Safe to run while senders and other copies run; each message arrives once. Prints the
-report; exits 1 with the error on failure. Settings: conf/maintenance.json, then
-``SBDELTA_NAMESPACE``, then flags.
 """
-
-from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # spark-submit: repo not on path
 
-from jobs import _common  # noqa: E402
-
-
-def main(argv=None) -> int:
-    def action(args, settings):
-        from sbdelta.maintenance import forward_messages
-
-        return forward_messages(args.namespace, entities=args.entities, dry_run=args.dry_run)
-
-    return _common.run("forward_messages", __doc__, action, argv=argv)
-
+from sbdelta.jobs.common import exit_with  # noqa: E402
+from sbdelta.jobs.forward_messages import main  # noqa: E402
 
 if __name__ == "__main__":
-    _common.exit_with(main())
+    exit_with(main())

@@ -1,4 +1,4 @@
-"""How a job's process ends (jobs/_common.py ``exit_with``): with the job's exit status and its
+"""How a job's process ends (sbdelta/jobs/common.py ``exit_with``): with the job's exit status and its
 report flushed, whether or not delta-rs left its Tokio worker threads running, without the
 interpreter's finalization (which could abort the process with SIGABRT, status 134, after the
 report: delta-io/delta-rs#2184); on Databricks through ``sys.exit``, where a job's namespace is
@@ -19,7 +19,7 @@ from ..conftest import ROOT
 #: ``exit_with``.
 JOB = """
 import os, sys
-from jobs._common import exit_with
+from sbdelta.jobs.common import exit_with
 rows = 2
 if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):
     import pyarrow as pa

@@ -1,4 +1,4 @@
-"""The maintenance jobs' shared settings (jobs/_common.py): where the engine comes from, and a
+"""The maintenance jobs' shared settings (jobs/common.py): where the engine comes from, and a
 bad one refused before the job does anything. No Spark: the job's action only records what it
 was given."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs import _common
+from sbdelta.jobs import common
 
 
 def _run(argv, monkeypatch, env=None):
@@ -22,7 +22,7 @@ def _run(argv, monkeypatch, env=None):
         seen["namespace"] = args.namespace
         return "ok"
 
-    code = _common.run("expire_messages", "Expire.", action, argv=argv)
+    code = common.run("expire_messages", "Expire.", action, argv=argv)
     return code, seen
 
 

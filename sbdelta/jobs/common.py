@@ -14,8 +14,12 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
+#: A source checkout: ``conf/`` beside the ``sbdelta`` package. Its conf file and its
+#: ``./namespace`` are the defaults there; an installed wheel (a Databricks job) has neither,
+#: so the namespace comes from a flag or the environment and the conf file is optional.
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONF = ROOT / "conf" / "maintenance.json"
+DEFAULT_NAMESPACE = (ROOT if (ROOT / "conf").is_dir() else Path.cwd()) / "namespace"
 ENGINES = ("auto", "spark", "delta-rs")  # as sbdelta's engine option (docs/engines.md)
 
 
@@ -40,7 +44,7 @@ def run(job: str, doc: str, action: Callable[[argparse.Namespace, Dict[str, obje
         argv=None) -> int:
     parser = argparse.ArgumentParser(prog=job, description=doc.splitlines()[0])
     parser.add_argument("--conf", metavar="FILE",
-                        help=f"settings file (default: {DEFAULT_CONF.relative_to(ROOT)})")
+                        help="settings file (default: conf/maintenance.json of a source checkout)")
     parser.add_argument("--namespace", help="namespace root (default: the conf file's "
                         "namespace, else $SBDELTA_NAMESPACE, else ./namespace)")
     parser.add_argument("--entity", action="append", dest="entities", metavar="NAME",
@@ -60,10 +64,10 @@ def run(job: str, doc: str, action: Callable[[argparse.Namespace, Dict[str, obje
     if engine is not None:  # the jobs' clients and maintenance functions read it from there
         os.environ["SBDELTA_ENGINE"] = str(engine)
     args.namespace = (args.namespace or settings.get("namespace")
-                      or os.environ.get("SBDELTA_NAMESPACE") or str(ROOT / "namespace"))
+                      or os.environ.get("SBDELTA_NAMESPACE") or str(DEFAULT_NAMESPACE))
     args.entities = args.entities or settings.get("entities") or None
 
-    from sbdelta import ServiceBusError
+    from ..exceptions import ServiceBusError
 
     try:
         report = action(args, settings)
