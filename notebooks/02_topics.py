@@ -6,11 +6,19 @@
 # MAGIC active session is used as it is; locally `get_spark()` builds one with Delta.
 
 # COMMAND ----------
+# MAGIC %pip install /Workspace/Shared/sbdelta-0.1.0-py3-none-any.whl
+# MAGIC # ^ on Databricks: where you put sbdelta's wheel (`python -m pip wheel --no-deps -w dist .`,
+# MAGIC # or the one the bundle deploys: docs/databricks.md); locally sbdelta is installed already
+
+# COMMAND ----------
+import os
+
 from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.management import (CorrelationRuleFilter, RuleProperties,
                                 ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter)
 
-NAMESPACE = "/tmp/sbdelta-topics-notebook"  # on Databricks: "dbfs:/..." or "abfss://..."
+# on Databricks: "dbfs:/...", "abfss://..." or "/Volumes/..."
+NAMESPACE = os.environ.get("SBDELTA_NAMESPACE", "/tmp/sbdelta-topics-notebook")
 admin = ServiceBusAdministrationClient(NAMESPACE)
 if "orders" not in [t.name for t in admin.list_topics()]:
     admin.create_topic("orders", enable_partitioning=True)

@@ -13,6 +13,7 @@ from ._receiver import ServiceBusReceiver
 from ._session import ServiceBusSession
 from ._sender import ServiceBusSender
 from ._spark import get_spark
+from .dead_letters import resubmit_dead_letters
 from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, CommitConflictError,
                          ConfigurationError, ImmutablePropertyError, InvalidMessageError,
                          MessageTypeError, InvalidEntityNameError, InvalidPropertyError, MessageAlreadySettled,
@@ -47,6 +48,7 @@ __all__ = [
     "ServiceBusMessageState",
     "AutoLockRenewer",
     "PairedNamespaceOptions",
+    "resubmit_dead_letters",
     # management
     "ServiceBusAdministrationClient",
     "QueueProperties",

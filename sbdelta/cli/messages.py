@@ -306,7 +306,7 @@ def resubmit(entity: str, subscription: Optional[str], reason: Optional[str],
     crash between the two sends that batch again (at least once; a queue with duplicate
     detection drops the repeats). The copies keep body, properties, ids, session and subject;
     their time to live starts again from the entity's default."""
-    from ..exceptions import MessageLockLostError
+    from ..dead_letters import resubmit_dead_letters
 
     if subscription is not None and not to_topic:
         raise click.UsageError(
@@ -314,45 +314,15 @@ def resubmit(entity: str, subscription: Optional[str], reason: Optional[str],
             "them to every subscription whose rules take them: add --to-topic to do that")
     adm = admin(namespace)
     target = resolve(adm, entity, subscription, dead_letter=True)
-    moved, seen, held = 0, set(), []
     with client(namespace) as sb:
-        sender = (sb.get_queue_sender(entity) if target.kind == "queue"
-                  else sb.get_topic_sender(entity))
-        receiver = next(iter(receivers(sb, target, adm, max_wait_time=0)))
         bar, task = progress(f"resubmitting from {target.label}", count)
-        with sender, receiver, bar:
-            while count is None or moved < count:
-                want = BATCH if count is None else min(BATCH, count - moved)
-                batch = [m for m in receiver.receive_messages(want)
-                         if m.sequence_number not in seen]
-                if not batch:
-                    break
-                seen.update(m.sequence_number for m in batch)
-                chosen = [m for m in batch if reason is None or m.dead_letter_reason == reason]
-                held += [m for m in batch if m not in chosen]  # locked: not received again
-                if chosen:
-                    sender.send_messages([_copy(m) for m in chosen])
-                    receiver.complete_messages(chosen)
-                    moved += len(chosen)
-                    bar.advance(task, len(chosen))
-            for m in held:  # the ones left alone go back to the dead-letter queue at once
-                try:
-                    receiver.abandon_message(m)
-                except MessageLockLostError:
-                    pass  # its lock ended already: it is back anyway
+        with bar:
+            moved = resubmit_dead_letters(sb, entity, subscription_name=subscription,
+                                          reason=reason, max_count=count, to_topic=to_topic,
+                                          on_batch=lambda n: bar.advance(task, n))
     where = f"{'topic' if to_topic else target.kind} {entity}"
     if as_json:
         click.echo(to_json({"from": target.label, "to": where, "resubmitted": moved}))
     else:
         click.echo(f"resubmitted {moved} message(s) from {target.label} to {where}")
 
-
-def _copy(m):
-    from .. import ServiceBusMessage
-
-    props = m.application_properties
-    return ServiceBusMessage(
-        m.body, application_properties=None if props is None else {str(k): v for k, v in props.items()},
-        session_id=m.session_id, message_id=m.message_id, partition_key=m.partition_key,
-        content_type=m.content_type, correlation_id=m.correlation_id, subject=m.subject,
-        to=m.to, reply_to=m.reply_to, reply_to_session_id=m.reply_to_session_id)
