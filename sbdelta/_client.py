@@ -103,6 +103,7 @@ class ServiceBusClient:
 
     @property
     def namespace(self) -> str:
+        """The namespace root as a URI (``file:/...`` for a local folder)."""
         return self._ns.root
 
     @property

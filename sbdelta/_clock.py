@@ -27,6 +27,7 @@ class Clock(Protocol):
     """
 
     def now(self) -> datetime:  # pragma: no cover - protocol
+        """The broker time: an aware UTC datetime."""
         ...
 
 
@@ -62,6 +63,7 @@ class SystemClock:
         self.skew_tolerance = tolerance_of(skew_tolerance)
 
     def now(self) -> datetime:
+        """This host's wall clock, in UTC."""
         return datetime.now(timezone.utc)
 
 
@@ -82,6 +84,7 @@ class ManualClock:
         self.skew_tolerance = tolerance_of(skew_tolerance)
 
     def now(self) -> datetime:
+        """The time set or advanced to (it never moves by itself)."""
         return self._now
 
     def advance(self, delta: timedelta) -> datetime:

@@ -76,12 +76,14 @@ class ServiceBusReceiver(Handler):
 
     @property
     def entity_path(self) -> str:
+        """The queue, ``topic/Subscriptions/name``, or either with ``/$DeadLetterQueue``."""
         if self._sub_queue is ServiceBusSubQueue.DEAD_LETTER:
             return f"{self._name}/$DeadLetterQueue"
         return self._name
 
     @property
     def receive_mode(self) -> ServiceBusReceiveMode:
+        """PEEK_LOCK (messages locked until settled) or RECEIVE_AND_DELETE."""
         return self._mode
 
     def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:

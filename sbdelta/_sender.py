@@ -33,6 +33,7 @@ class ServiceBusSender(Handler):
 
     @property
     def entity_name(self) -> str:
+        """The queue or topic this sender sends to."""
         return self._name
 
     def _entity(self) -> Entity:

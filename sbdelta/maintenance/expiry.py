@@ -30,6 +30,7 @@ class EntityExpiry:
 
     @property
     def total(self) -> int:
+        """Every message the sweep handled on this entity."""
         return (self.expired_dead_lettered + self.expired_dropped
                 + self.max_delivery_dead_lettered + self.unfinished_moves)
 

@@ -41,6 +41,7 @@ class IdleReport(Visits):
 
     @property
     def deleted(self) -> List[str]:
+        """The names of the entities deleted."""
         return [e.entity for e in self.entities if e.deleted]
 
     def __str__(self) -> str:

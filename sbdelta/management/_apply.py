@@ -26,13 +26,16 @@ class ApplyReport:
     entries: List[Tuple[str, str, str]] = field(default_factory=list)
 
     def add(self, kind: str, name: str, action: str) -> None:
+        """Record that entity ``name`` of ``kind`` was ``action`` (created, updated, ...)."""
         self.entries.append((kind, name, action))
 
     def count(self, action: str) -> int:
+        """How many entities the apply ``action``-ed (``"created"``, ``"updated"``, ...)."""
         return sum(1 for _, _, a in self.entries if a == action)
 
     @property
     def changed(self) -> bool:
+        """Whether the apply created, updated or deleted anything."""
         return any(a in ("created", "updated", "deleted") for _, _, a in self.entries)
 
     def __str__(self) -> str:

@@ -219,6 +219,7 @@ class ServiceBusAdministrationClient:
         self._delete(EntityRef.queue(queue_name))
 
     def list_queues(self) -> List[QueueProperties]:
+        """Every queue of the namespace, sorted by name."""
         return [self._decode(row, QueueProperties) for row in self._ns.registry.list("queue")]
 
     def get_queue_runtime_properties(self, queue_name: str) -> QueueRuntimeProperties:
@@ -253,6 +254,7 @@ class ServiceBusAdministrationClient:
         return entity.store.list_sessions()
 
     def list_queues_runtime_properties(self) -> List[QueueRuntimeProperties]:
+        """:meth:`get_queue_runtime_properties` of every queue."""
         return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]
 
     def _message_counts(self, entity) -> Dict[str, Any]:
@@ -280,9 +282,13 @@ class ServiceBusAdministrationClient:
         return self._create(ref, props, f"topics/{storage_key(props.name)}")
 
     def get_topic(self, topic_name: str) -> TopicProperties:
+        """Raises: MessagingEntityNotFoundError."""
         return self._get(EntityRef.topic_of(topic_name), TopicProperties)
 
     def update_topic(self, topic: Union[TopicProperties, Mapping[str, Any]], **kwargs: Any) -> None:
+        """Change a topic: ``topic`` (its properties, or a mapping with its ``name``) and
+        keyword arguments override what is stored; immutable properties raise
+        ImmutablePropertyError (as :meth:`update_queue`)."""
         self._update(TopicProperties, topic, kwargs, lambda p: EntityRef.topic_of(p.name))
 
     def delete_topic(self, topic_name: str) -> None:
@@ -290,6 +296,7 @@ class ServiceBusAdministrationClient:
         self._delete(EntityRef.topic_of(topic_name))
 
     def list_topics(self) -> List[TopicProperties]:
+        """Every topic of the namespace, sorted by name."""
         return [self._decode(row, TopicProperties) for row in self._ns.registry.list("topic")]
 
     def get_topic_runtime_properties(self, topic_name: str) -> TopicRuntimeProperties:
@@ -306,6 +313,7 @@ class ServiceBusAdministrationClient:
             accessed_at_utc=row.updated_at)
 
     def list_topics_runtime_properties(self) -> List[TopicRuntimeProperties]:
+        """:meth:`get_topic_runtime_properties` of every topic."""
         return [self.get_topic_runtime_properties(t.name) for t in self.list_topics()]
 
     # -- subscriptions ------------------------------------------------------------------------
@@ -341,18 +349,22 @@ class ServiceBusAdministrationClient:
                             prepare=lambda folder: self._start_subscription(topic, folder))
 
     def get_subscription(self, topic_name: str, subscription_name: str) -> SubscriptionProperties:
+        """Raises: MessagingEntityNotFoundError (the topic or the subscription)."""
         return self._get(EntityRef.subscription(topic_name, subscription_name), SubscriptionProperties)
 
     def update_subscription(self, topic_name: str,
                             subscription: Union[SubscriptionProperties, Mapping[str, Any]],
                             **kwargs: Any) -> None:
+        """Change a subscription of ``topic_name`` (as :meth:`update_queue` changes a queue)."""
         self._update(SubscriptionProperties, subscription, kwargs,
                      lambda p: EntityRef.subscription(topic_name, p.name), topic_name=topic_name)
 
     def delete_subscription(self, topic_name: str, subscription_name: str) -> None:
+        """Delete a subscription with its rules, messages and dead letters."""
         self._delete(EntityRef.subscription(topic_name, subscription_name))
 
     def list_subscriptions(self, topic_name: str) -> List[SubscriptionProperties]:
+        """The subscriptions of ``topic_name``, sorted by name."""
         topic = self._row(EntityRef.topic_of(topic_name))
         return [self._decode(row, SubscriptionProperties)
                 for row in self._ns.registry.list("subscription", parent=topic.key)]
@@ -369,6 +381,7 @@ class ServiceBusAdministrationClient:
 
     def list_subscriptions_runtime_properties(
             self, topic_name: str) -> List[SubscriptionRuntimeProperties]:
+        """:meth:`get_subscription_runtime_properties` of every subscription of the topic."""
         return [self.get_subscription_runtime_properties(topic_name, s.name)
                 for s in self.list_subscriptions(topic_name)]
 
@@ -382,6 +395,7 @@ class ServiceBusAdministrationClient:
         return self._create(ref, props, None)
 
     def get_rule(self, topic_name: str, subscription_name: str, rule_name: str) -> RuleProperties:
+        """Raises: MessagingEntityNotFoundError (the topic, subscription or rule)."""
         return self._get(EntityRef.rule(topic_name, subscription_name, rule_name), RuleProperties)
 
     def update_rule(self, topic_name: str, subscription_name: str,
@@ -411,6 +425,7 @@ class ServiceBusAdministrationClient:
         self._retire_rule(EntityRef.rule(topic_name, subscription_name, rule_name), None)
 
     def list_rules(self, topic_name: str, subscription_name: str) -> List[RuleProperties]:
+        """The current rules of a subscription, sorted by name."""
         sub = self._row(EntityRef.subscription(topic_name, subscription_name))
         return [self._decode(row, RuleProperties)
                 for row in self._ns.registry.list("rule", parent=sub.key)]

@@ -133,6 +133,7 @@ class BacklogRotation:
 
     @property
     def healthy(self) -> Set[int]:
+        """The indexes of the backlog queues still in the rotation."""
         with self._lock:
             return set(self._healthy)
 
@@ -146,6 +147,7 @@ class BacklogRotation:
             return self._rng.choice(sorted(self._healthy))
 
     def drop(self, index: int) -> None:
+        """Take backlog queue ``index`` out of the rotation (it failed: PAIR-3)."""
         with self._lock:
             self._healthy.discard(index)
 
