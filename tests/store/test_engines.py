@@ -297,7 +297,8 @@ def test_recv_1_2_4_5_send_6_ttl_4_6_receives_hand_out_and_write_the_same_throug
     # abandoned ones redelivered, and every kind of step handed out something.
     counted = [step for step in results["spark"] if isinstance(step, dict)]
     assert counted[0] == {"active": 16, "scheduled": 1, "deferred": 0, "locked": 0,
-                          "size_in_bytes": counted[0]["size_in_bytes"]}, counted
+                          "size_in_bytes": counted[0]["size_in_bytes"],
+                          "oldest": START}, counted  # sent at START: the oldest active
     assert any(c["locked"] for c in counted) and counted[0]["size_in_bytes"] > 0, counted
     steps_seen = [step for step in results["spark"] if not isinstance(step, dict)]
     received = steps_seen[0::2]
