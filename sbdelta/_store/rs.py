@@ -209,27 +209,14 @@ def partition_stats(path: str, claimable: str, action: str, frontier_kind: str,
         return None
 
 
-def inbox_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
-                 seq_of: Callable[[int, int, int], int]) -> Optional[Dict[int, int]]:
-    """Rows per partition of ``frontiers`` that the local inbox's versions ``lo``..``hi``
-    inserted past the partition's frontier (numbered by ``seq_of(pid, version, idx)``, SEND-3).
-    None when delta-rs cannot answer."""
-    by_version = inbox_version_counts(path, frontiers, lo, hi, seq_of)
-    if by_version is None:
-        return None
-    counts: Dict[int, int] = {}
-    for (pid, _), n in by_version.items():
-        counts[pid] = counts.get(pid, 0) + n
-    return counts
-
-
 def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
                          seq_of: Callable[[int, int, int], int]
                          ) -> Optional[Dict[Tuple[int, int], int]]:
-    """As :func:`inbox_counts`, per (partition, version): a receive needing fewer rows than
-    the versions read hold reads only the versions it needs (:func:`.inbox.scan_inbox`).
-    Counted in Arrow, not per row in Python; ``seq_of`` numbers each partition's frontier row
-    (a frontier is compared with ``seq_of(pid, version, idx)`` of every row)."""
+    """Rows per (partition, commit version) that the local inbox's versions ``lo``..``hi``
+    inserted past each partition's frontier (SEND-3 numbering, ``seq_of(pid, version, idx)``),
+    or None when delta-rs cannot answer. A receive needing fewer rows than the versions read
+    hold reads only the versions it needs (:func:`.inbox.scan_inbox`). Counted in Arrow, not
+    per row in Python."""
     try:
         table = _table(path)
         if table is None or not frontiers:
