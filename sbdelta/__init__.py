@@ -10,7 +10,7 @@ from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMess
                        ServiceBusSessionFilter, ServiceBusSubQueue)
 from ._client import ServiceBusClient
 from ._receiver import ServiceBusReceiver
-from ._session import ServiceBusSession
+from ._session import ServiceBusSession, ServiceBusSessionGroup
 from ._sender import ServiceBusSender
 from ._spark import get_spark
 from .dead_letters import resubmit_dead_letters
@@ -38,6 +38,7 @@ __all__ = [
     "ServiceBusSender",
     "ServiceBusReceiver",
     "ServiceBusSession",
+    "ServiceBusSessionGroup",
     "ServiceBusMessage",
     "ServiceBusReceivedMessage",
     "ServiceBusMessageBatch",

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ._message import holds_lock, is_settled
 from ._receiver import broker_now, lock_duration, renew_locks
-from ._session import ServiceBusSession, session_released
+from ._session import ServiceBusSession, ServiceBusSessionGroup, session_released
 from .exceptions import (AutoLockRenewFailed, AutoLockRenewTimeout, ServiceBusError,
                          ServiceBusInvalidOperationError)
 
@@ -204,6 +204,8 @@ def _finished(renewable) -> bool:
 
 
 def _name(renewable) -> str:
+    if isinstance(renewable, ServiceBusSessionGroup):
+        return f"sessions {', '.join(map(repr, renewable.session_ids))}"
     if isinstance(renewable, ServiceBusSession):
         return f"session {renewable.session_id!r}"
     return f"message {renewable.sequence_number}"

@@ -3,7 +3,7 @@ azure-servicebus."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ._clock import Clock
 from ._handler import Connection, wait_seconds
@@ -181,6 +181,45 @@ class ServiceBusClient:
                               receive_mode, sub_queue, max_wait_time, prefetch_count, session_id,
                               auto_lock_renewer, kwargs)
 
+    def get_queue_sessions_receiver(
+            self, queue_name: str, *, max_session_count: int = 10,
+            session_ids: Optional[Sequence[str]] = None,
+            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
+            max_wait_time: Optional[float] = None, auto_lock_renewer: Any = None,
+            **kwargs: Any) -> "ServiceBusReceiver":
+        """A receiver holding several sessions of a session queue at once: the bulk form for
+        jobs that process many sessions (not in azure-servicebus, whose session receivers
+        hold one).
+
+        When entered (``with``) or on its first operation it locks, in ONE commit under one
+        lock, the named ``session_ids`` (all or none: SessionCannotBeLockedError names those
+        another receiver holds) or else up to ``max_session_count`` free sessions with
+        deliverable messages, the session of the oldest message first (SESS-3; waiting up to
+        ``max_wait_time`` for one, then OperationTimeoutError). Every receive form then hands
+        out messages of those sessions only, each session's in sequence order:
+        ``receive_dataframe(n)`` returns them as one DataFrame with a ``session_id`` column,
+        in one commit, and ``complete_messages(df)`` (or abandon, defer, dead-letter) settles
+        any of them in one commit. ``receiver.session`` is a
+        :class:`~sbdelta.ServiceBusSessionGroup`: ``session_ids``, ``locked_until_utc``,
+        ``renew_lock()`` (all sessions and their messages, one commit),
+        ``get_state(session_id)`` and ``set_state(session_id, state)``; ``close()`` releases
+        them all. Other arguments as in :meth:`get_queue_receiver`.
+        """
+        return self._receiver(EntityRef.queue(queue_name), receive_mode, None, max_wait_time,
+                              0, None, auto_lock_renewer, kwargs,
+                              group=_session_group(max_session_count, session_ids))
+
+    def get_subscription_sessions_receiver(
+            self, topic_name: str, subscription_name: str, *, max_session_count: int = 10,
+            session_ids: Optional[Sequence[str]] = None,
+            receive_mode: ServiceBusReceiveMode = ServiceBusReceiveMode.PEEK_LOCK,
+            max_wait_time: Optional[float] = None, auto_lock_renewer: Any = None,
+            **kwargs: Any) -> "ServiceBusReceiver":
+        """:meth:`get_queue_sessions_receiver` for a session subscription."""
+        return self._receiver(EntityRef.subscription(topic_name, subscription_name),
+                              receive_mode, None, max_wait_time, 0, None, auto_lock_renewer,
+                              kwargs, group=_session_group(max_session_count, session_ids))
+
     def _check_entity_path(self, ref: EntityRef) -> None:
         """From a connection string with EntityPath: only that entity (as the SDK checks)."""
         if self._entity_path is None:
@@ -203,7 +242,9 @@ class ServiceBusClient:
 
     def _receiver(self, ref: EntityRef, receive_mode, sub_queue, max_wait_time,
                   prefetch_count, session_id: Optional[str] = None, auto_lock_renewer=None,
-                  kwargs: Optional[Dict[str, Any]] = None) -> "ServiceBusReceiver":
+                  kwargs: Optional[Dict[str, Any]] = None,
+                  group: Optional[Tuple[Optional[List[str]], int]] = None
+                  ) -> "ServiceBusReceiver":
         identifier = _handler_options(kwargs or {}, "get_..._receiver")
         self._conn.check_open()
         self._check_entity_path(ref)
@@ -248,7 +289,31 @@ class ServiceBusClient:
         return ServiceBusReceiver(self._conn, ref, mode, sub_queue,
                                   wait_seconds(max_wait_time, "max_wait_time"),
                                   session_id=session_id, auto_lock_renewer=auto_lock_renewer,
-                                  client_identifier=identifier)
+                                  client_identifier=identifier, session_group=group)
+
+
+def _session_group(max_session_count: Any, session_ids: Any) -> Tuple[Optional[List[str]], int]:
+    """A sessions receiver's request, checked: the named sessions (or None: the next
+    available ones) and how many at most."""
+    if isinstance(max_session_count, bool) or not isinstance(max_session_count, int) \
+            or not 1 <= max_session_count <= MAX_SESSION_COUNT:
+        raise ServiceBusInvalidOperationError(
+            f"max_session_count must be an integer from 1 to {MAX_SESSION_COUNT}, got "
+            f"{max_session_count!r}")
+    if session_ids is None:
+        return None, max_session_count
+    if isinstance(session_ids, (str, bytes)) or not isinstance(session_ids, Iterable):
+        raise ServiceBusInvalidOperationError(
+            f"session_ids must be a list of session ids (str), got {session_ids!r}")
+    ids = [check_string("session_id", s) for s in session_ids]
+    if not ids or None in ids or len(set(ids)) != len(ids) or len(ids) > MAX_SESSION_COUNT:
+        raise ServiceBusInvalidOperationError(
+            f"session_ids must name 1 to {MAX_SESSION_COUNT} different sessions, got {ids!r}")
+    return sorted(ids), len(ids)
+
+
+#: The most sessions one sessions receiver holds (each is a row of its one lock commit).
+MAX_SESSION_COUNT = 10_000
 
 
 def _handler_options(kwargs: Dict[str, Any], who: str) -> Optional[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from datetime import datetime, timedelta
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._clock import from_spark
 from ._durations import expiry, expiry_sql
@@ -19,10 +19,10 @@ from ._handler import sequence_numbers as to_sequence_numbers
 from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
-from ._session import (ServiceBusSession, SessionHost, check_session, hold_session,
-                       release_session)
+from ._session import (ServiceBusSession, ServiceBusSessionGroup, SessionHost, check_session,
+                       hold_session, release_session)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
-                     MessageStore, Settlement, seq_of_token, sql_literal)
+                     MessageStore, Settlement, seq_of_token)
 from .paired.options import is_backlog_queue
 from .exceptions import (MessageAlreadySettled, MessageLockLostError,
                          ServiceBusInvalidOperationError)
@@ -42,7 +42,8 @@ class ServiceBusReceiver(Handler):
                  receive_mode: ServiceBusReceiveMode, sub_queue: Optional[ServiceBusSubQueue],
                  max_wait_time: Optional[float], *, session_id: Optional[str] = None,
                  auto_lock_renewer: Any = None,
-                 client_identifier: Optional[str] = None) -> None:
+                 client_identifier: Optional[str] = None,
+                 session_group: Optional[Tuple[Optional[List[str]], int]] = None) -> None:
         super().__init__(connection, ref, client_identifier)
         self._renewer = auto_lock_renewer
         self._mode = receive_mode
@@ -51,6 +52,8 @@ class ServiceBusReceiver(Handler):
         self._next_peek = 0
         self._session = None if session_id is None else ServiceBusSession(
             _Host(self), None if session_id is NEXT_AVAILABLE_SESSION else session_id)
+        if session_group is not None:  # (named sessions or None, how many at most)
+            self._session = ServiceBusSessionGroup(_Host(self), *session_group)
 
     def __enter__(self) -> "ServiceBusReceiver":
         """A session receiver locks its session here, as the SDK's does when it opens
@@ -61,7 +64,8 @@ class ServiceBusReceiver(Handler):
 
     @property
     def session(self) -> "ServiceBusSession":
-        """The session this receiver holds (a receiver made with ``session_id``)."""
+        """The session this receiver holds (a receiver made with ``session_id``); for a
+        sessions receiver, the :class:`ServiceBusSessionGroup` of the sessions it holds."""
         if self._session is None:
             raise ServiceBusInvalidOperationError(
                 f"this receiver of {self._ref.label} is not a session receiver: it has no "
@@ -316,20 +320,22 @@ class ServiceBusReceiver(Handler):
         entity = self._lookup()  # peek works on disabled queues
         self._check_sessions(entity, "peek")
         store = self._store(entity)
-        where = "TRUE"
-        if self._session is not None:  # its session's messages, in its one partition
+        where, pids = "TRUE", list(range(store.partitions))
+        if self._session is not None:  # its sessions' messages, in their partitions
             hold = hold_session(self._session, entity)
-            where = f"session_id = {sql_literal(hold.session_id)}"
+            where = hold.only_sql()
+            pids = hold.pids if store.partitions > 1 else [0]
             if store.partitions > 1:
-                self._next_peek = max(self._next_peek, hold.pid << PID_SHIFT)
+                self._next_peek = max(self._next_peek, pids[0] << PID_SHIFT)
         now = self._now()
         while True:
             rows, p = store.peek(n, self._next_peek, now, where)
             if rows:
                 self._next_peek = rows[-1].seq + 1
                 return [self._to_message(r, entity, peeked=True) for r in rows]
-            if store.partitions > 1 and p < store.partitions - 1 and self._session is None:
-                self._next_peek = (p + 1) << PID_SHIFT
+            later = [q for q in pids if q > p]
+            if store.partitions > 1 and later:
+                self._next_peek = later[0] << PID_SHIFT
                 continue
             return []
 

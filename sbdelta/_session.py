@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Union
 
 from ._entity import Entity
 from ._handler import under_retry_policy
@@ -18,7 +18,7 @@ from ._store import MessageStore, SessionHold
 from .exceptions import (MessageSizeExceededError, OperationTimeoutError,
                          ServiceBusInvalidOperationError, SessionLockLostError)
 
-__all__ = ["ServiceBusSession", "SessionHost", "hold_session", "check_session",
+__all__ = ["ServiceBusSession", "ServiceBusSessionGroup", "SessionHost", "hold_session", "check_session",
            "release_session", "session_released"]
 
 
@@ -115,18 +115,12 @@ class ServiceBusSession:
         host.check_sessions(entity, "lock the session")
         host.check_clock()
         store = host.store(entity)
-        if self._session_id is not None:
-            self._hold = store.lock_session(self._session_id, host.now(),
-                                            entity.policy.lock_duration, entity.lock_grace)
-            self._kept()
-            return self._hold
-        wait = host.max_wait_time or 0.0
+        wait = 0.0 if self._named() else (host.max_wait_time or 0.0)
         deadline = time.monotonic() + wait
         while True:
-            hold = store.lock_next_session(entity.policy, host.now(),
-                                           entity.policy.lock_duration)
+            hold = self._take(store, entity)  # raises when a named session is held
             if hold is not None:
-                self._hold, self._session_id = hold, hold.session_id
+                self._took(hold)
                 self._kept()
                 return hold
             if time.monotonic() >= deadline:
@@ -136,6 +130,21 @@ class ServiceBusSession:
                     "max_wait_time): nothing to do for a NEXT_AVAILABLE_SESSION receiver now. "
                     "Try again later, or give get_..._receiver a longer max_wait_time")
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def _named(self) -> bool:
+        """Whether the session to lock is named (else: the next available)."""
+        return self._session_id is not None
+
+    def _take(self, store: MessageStore, entity: Entity) -> Optional[SessionHold]:
+        """Lock the named session (SessionCannotBeLockedError when it is held), or the next
+        available one (None when none is free)."""
+        now, duration = self._host.now(), entity.policy.lock_duration
+        if self._session_id is not None:
+            return store.lock_session(self._session_id, now, duration, entity.lock_grace)
+        return store.lock_next_session(entity.policy, now, duration)
+
+    def _took(self, hold: SessionHold) -> None:
+        self._hold, self._session_id = hold, hold.session_id
 
     def _kept(self) -> None:
         """Just locked: the receiver's ``auto_lock_renewer`` keeps the session from now."""
@@ -174,18 +183,8 @@ class ServiceBusSession:
         """Replace the session state (SESS-5): bytes, or a str stored as UTF-8; None clears it.
         It is kept whether or not the session has messages, up to the entity's message size
         limit."""
-        if state is not None:
-            if not isinstance(state, (str, bytes, bytearray, memoryview)):
-                raise ServiceBusInvalidOperationError(
-                    f"a session state is bytes or str (stored as UTF-8), or None to clear it; "
-                    f"got {type(state).__name__}")
-            state = check_body(state)
         store, entity = self._store()
-        if state is not None and len(state) > entity.max_message_size:
-            raise MessageSizeExceededError(
-                f"a session state of {len(state)} bytes is larger than {entity.label} allows "
-                f"({entity.max_message_size} bytes, its max_message_size_in_kilobytes); "
-                "nothing was written")
+        state = _checked_state(state, entity)
         hold = self._check_held("set the session state")
         store.set_session_state(hold, state, self._host.now(),
                                 what=self._what("set the session state"))
@@ -210,6 +209,101 @@ class ServiceBusSession:
     def __repr__(self) -> str:
         return (f"ServiceBusSession(session_id={self._session_id!r}, "
                 f"locked_until_utc={self.locked_until_utc})")
+
+
+class ServiceBusSessionGroup(ServiceBusSession):
+    """The sessions a sessions receiver holds (``get_queue_sessions_receiver``, the bulk form
+    for jobs): several sessions locked in one commit under one lock, renewed and released
+    together. Not in azure-servicebus, which has one session per receiver.
+
+    The receiver locks them when entered (``with``) or on its first operation: the named
+    ``session_ids`` (all or none: SessionCannotBeLockedError), or up to
+    ``max_session_count`` free sessions with deliverable messages, the oldest first (SESS-3;
+    OperationTimeoutError when none is free within the receiver's ``max_wait_time``).
+    """
+
+    def __init__(self, host: "SessionHost", session_ids: Optional[List[str]],
+                 max_session_count: int) -> None:
+        super().__init__(host, None)
+        self._wanted = session_ids
+        self._count = max_session_count
+        self._ids: List[str] = []
+
+    @property
+    def session_id(self) -> Optional[str]:
+        """None: a group has several sessions (see :attr:`session_ids`)."""
+        return None
+
+    @property
+    def session_ids(self) -> List[str]:
+        """The ids of the sessions held, sorted (empty before they are locked)."""
+        return list(self._ids)
+
+    def _what(self, action: str) -> str:
+        sessions = (f"sessions {', '.join(map(repr, self._ids))}" if self._ids
+                    else "the next available sessions")
+        return f"{action} on {sessions} of {self._host.entity_path}"
+
+    def _named(self) -> bool:
+        return self._wanted is not None
+
+    def _take(self, store: MessageStore, entity: Entity) -> Optional[SessionHold]:
+        now, duration = self._host.now(), entity.policy.lock_duration
+        if self._wanted is not None:
+            return store.lock_sessions(self._wanted, now, duration, entity.lock_grace)
+        return store.lock_next_sessions(self._count, entity.policy, now, duration)
+
+    def _took(self, hold: SessionHold) -> None:
+        self._hold, self._ids = hold, hold.session_ids
+
+    def _member(self, session_id: Any) -> str:
+        if not isinstance(session_id, str) or session_id not in self._ids:
+            raise ServiceBusInvalidOperationError(
+                f"session_id must be one of the sessions this receiver holds "
+                f"({', '.join(map(repr, self._ids)) or 'none yet'}), got {session_id!r}")
+        return session_id
+
+    def get_state(self, session_id: str, *,  # type: ignore[override]
+                  timeout: Optional[float] = None) -> Optional[bytes]:
+        """The state of one of the held sessions (SESS-5), or None when none was set."""
+        store, _ = self._store()
+        hold = self._check_held("get the session state")
+        return store.session_state(hold, self._host.now(), what=self._what(
+            "get the session state"), session_id=self._member(session_id))
+
+    def set_state(self, session_id: str,  # type: ignore[override]
+                  state: Union[str, bytes, bytearray, memoryview, None], *,
+                  timeout: Optional[float] = None) -> None:
+        """Replace the state of one of the held sessions (SESS-5); as
+        :meth:`ServiceBusSession.set_state`."""
+        store, entity = self._store()
+        hold = self._check_held("set the session state")
+        state = _checked_state(state, entity)
+        store.set_session_state(hold, state, self._host.now(),
+                                what=self._what("set the session state"),
+                                session_id=self._member(session_id))
+
+    def __repr__(self) -> str:
+        return (f"ServiceBusSessionGroup(session_ids={self._ids!r}, "
+                f"locked_until_utc={self.locked_until_utc})")
+
+
+def _checked_state(state: Any, entity: Entity) -> Optional[bytes]:
+    """A session state as stored: bytes (a str as UTF-8) within the message size limit, or
+    None; ServiceBusInvalidOperationError / MessageSizeExceededError otherwise."""
+    if state is None:
+        return None
+    if not isinstance(state, (str, bytes, bytearray, memoryview)):
+        raise ServiceBusInvalidOperationError(
+            f"a session state is bytes or str (stored as UTF-8), or None to clear it; "
+            f"got {type(state).__name__}")
+    state = check_body(state)
+    if len(state) > entity.max_message_size:
+        raise MessageSizeExceededError(
+            f"a session state of {len(state)} bytes is larger than {entity.label} allows "
+            f"({entity.max_message_size} bytes, its max_message_size_in_kilobytes); "
+            "nothing was written")
+    return state
 
 
 def hold_session(session: ServiceBusSession, entity: Entity) -> SessionHold:

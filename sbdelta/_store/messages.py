@@ -17,7 +17,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 from . import (deadletter, expiry, forward, inbox, reads, receive, rs, schedule, sessions,
                settle)
 from .apply import apply_df, as_ops
-from ..exceptions import MessagingEntityNotFoundError, SessionCannotBeLockedError
+from ..exceptions import MessagingEntityNotFoundError
 from .codec import send_error
 from .delta import (GuardTripped, create_table, delta_log, latest_version, local_path, retry,
                     run_guarded, sql_literal)
@@ -163,12 +163,29 @@ class MessageStore:
         """SESS-3: lock the free session with the oldest deliverable message; None when no
         session is free with something to deliver (a session taken by another receiver
         between the read and the lock is passed over)."""
-        for session_id, pid in sessions.available(self, policy, now):
-            try:
-                return sessions.lock_session(self, session_id, pid, now, duration,
-                                             policy.lock_grace)
-            except SessionCannotBeLockedError:
-                continue
+        return self.lock_next_sessions(1, policy, now, duration)
+
+    def lock_sessions(self, session_ids: Sequence[str], now: datetime, duration: timedelta,
+                      grace: timedelta = timedelta(0)) -> sessions.SessionHold:
+        """Take the locks of the named sessions in one commit, under one token; all or none
+        (SessionCannotBeLockedError names the sessions someone holds)."""
+        return sessions.lock_sessions(
+            self, {s: key_partition(s, self.partitions) for s in session_ids}, now, duration,
+            grace)
+
+    def lock_next_sessions(self, count: int, policy: Policy, now: datetime,
+                           duration: timedelta) -> Optional[sessions.SessionHold]:
+        """SESS-3 for up to ``count`` sessions at once: lock, in one commit, the free sessions
+        with the oldest deliverable messages (the oldest first); None when no session is free
+        with something to deliver. Sessions another receiver takes between the read and the
+        commit are passed over (the commit retries without them)."""
+        found = sessions.available(self, policy, now)
+        while found:
+            hold = sessions.lock_sessions(self, dict(found[:count]), now, duration,
+                                          policy.lock_grace, skip_held=True)
+            if hold is not None:
+                return hold
+            found = found[count:]  # all taken meanwhile: the next ones
         return None
 
     def list_sessions(self) -> List[str]:
@@ -182,12 +199,13 @@ class MessageStore:
         sessions.move_lock(self, hold, until, now, what)
 
     def session_state(self, hold: sessions.SessionHold, now: datetime, *,
-                      what: str) -> Optional[bytes]:
-        return sessions.get_state(self, hold, now, what)
+                      what: str, session_id: Optional[str] = None) -> Optional[bytes]:
+        """The state of a held session (the hold's only one, or ``session_id``)."""
+        return sessions.get_state(self, hold, now, what, session_id)
 
     def set_session_state(self, hold: sessions.SessionHold, state: Optional[bytes],
-                          now: datetime, *, what: str) -> None:
-        sessions.set_state(self, hold, state, now, what)
+                          now: datetime, *, what: str, session_id: Optional[str] = None) -> None:
+        sessions.set_state(self, hold, state, now, what, session_id)
 
     def receive_deferred(self, seqs: Sequence[int], *, policy: Policy, now: datetime,
                          delete: bool, what: str,

@@ -21,7 +21,7 @@ from ..exceptions import MessageNotFoundError
 
 from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
-from .delta import LITERAL_ROWS, merge, retry, sql_literal
+from .delta import LITERAL_ROWS, merge, retry
 from .inbox import scan_inbox
 from .layout import CANCELLED, COLUMN_NAMES, DEFERRED, FRONTIER, MSG, frontier_at, start_version
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
@@ -88,8 +88,8 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
                   as_rows: bool, session: Optional[SessionHold] = None):
     guard = only = None
     if session is not None:
-        guard = sessions.guard_row(sessions.check_held(store, session, now, "receive"))
-        only = f"session_id = {sql_literal(session.session_id)}"
+        guard = sessions.guard_rows(sessions.check_held(store, session, now, "receive"))
+        only = session.only_sql()
     stats = partition_stats(store, policy, now, only)
     frontiers = {p: (stats[p].frontier if p in stats and stats[p].frontier is not None
                      else -1) for p in range(store.partitions)}
@@ -97,8 +97,8 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     actions = {p: (stats[p].actions if p in stats else 0) for p in range(store.partitions)}
     revs = {p: stats[p].frontier_rev for p in stats if stats[p].frontier_rev is not None}
     tombstones = {p for p in stats if stats[p].tombstones}
-    if session is not None:  # one partition holds the session
-        frontiers = {session.pid: frontiers[session.pid]}
+    if session is not None:  # the held sessions' partitions (one per session)
+        frontiers = {p: frontiers[p] for p in session.pids}
     fast = _fast(store, n, as_rows)
     new_rows, hi, new_counts = None, -1, {}
     if not store.dead_letter and n > sum(claimable.values()):
@@ -128,12 +128,15 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
         remaining -= take_old[p] + take_new[p]
         chosen.append(p)
     if session is not None:
-        # Its partition only: registered messages of the session, and every new row read
-        # (registered whole: the frontier passes them all; the plan hands out the session's).
-        p = session.pid
-        if claimable[p] + new_counts.get(p, 0) + actions[p]:
-            take_old[p], take_new[p] = min(claimable[p], n), new_counts.get(p, 0)
-            chosen.append(p)
+        # Its sessions' partitions only: registered messages of the sessions, and every new
+        # row read (registered whole: the frontier passes them all; the plan hands out the
+        # sessions' own, up to what is left of the batch).
+        for p in session.pids:
+            if claimable[p] + new_counts.get(p, 0) + actions[p]:
+                take_old[p] = min(claimable[p], remaining)
+                take_new[p] = new_counts.get(p, 0)
+                remaining -= take_old[p]
+                chosen.append(p)
     # Partitions whose frontier lags although nothing of theirs was in the versions read.
     idle = [p for p in frontiers
             if new_rows is not None and p not in new_counts
@@ -149,8 +152,8 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
         return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),))), []
 
     lock = (Grant(lock_token_prefix(), now + policy.lock_duration) if session is None
-            else Grant(session.grant_prefix, session.locked_until, session.session_id,
-                       n - sum(take_old.values())))
+            else Grant(session.grant_prefix, session.locked_until,
+                       tuple(session.session_ids), n - sum(take_old.values())))
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
                     any(actions[p] for p in chosen), tombstones.intersection(chosen))
     if fast:
@@ -158,8 +161,6 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     else:
         out = _commit_with_spark(store, choice, new_rows, policy, now, delete, lock, as_rows,
                                  n, guard)
-    if session is not None:
-        session.rev += 1  # the guard row rewrote the session row
     rejects = getattr(store.admit, "dead_letters", False)  # filter errors (TOPIC-5)
     if any(actions[p] for p in chosen) or (
             (policy.dead_letter_on_expiration or rejects) and any(take_new.values())):
@@ -192,11 +193,11 @@ def _plan(store, choice: Choice, new_rows, policy: Policy, now: datetime, delete
                     new_rows=new_rows is not None, rejects=rejects)
 
 
-def guard_frame(store, row: dict):
-    """The session guard row (:func:`.sessions.guard_row`) as a plan part."""
+def guard_frame(store, rows: List[dict]):
+    """The session guard rows (:func:`.sessions.guard_rows`) as a plan part."""
     from pyspark.sql import functions as F
 
-    return source_relation(store.spark, [row]).withColumn("_out", F.lit(False))
+    return source_relation(store.spark, rows).withColumn("_out", F.lit(False))
 
 
 def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: datetime,
@@ -238,7 +239,7 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
                                         fast=True)
     changes = [r.asDict() for r in rows if r._op is not None]
     if guard is not None:
-        changes.append(guard)
+        changes.extend(guard)
     if changes:
         apply_rows(store, changes, choice.chosen, now)
     return sorted((r for r in rows if r._out), key=lambda r: r.seq)
@@ -292,13 +293,13 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
     revision read, so it lands only while the session is held."""
     free = f"kind = '{MSG}' AND state = '{DEFERRED}' AND {free_sql(now - policy.lock_grace)}"
     if session is not None:
-        free = f"{free} AND session_id = {sql_literal(session.session_id)}"
+        free = f"{free} AND {session.only_sql()}"
     expired = expired_sql(policy, now, dead_letter=store.dead_letter)
 
     def step():
         guard = None
         if session is not None:
-            guard = sessions.guard_row(sessions.check_held(store, session, now, what))
+            guard = sessions.guard_rows(sessions.check_held(store, session, now, what))
         where, pids = by_seq(store, seqs, f"{free} AND NOT ({expired})")
         if delete:
             values = {"_op": "'delete'"}
@@ -314,12 +315,10 @@ def receive_deferred(store, seqs: Sequence[int], *, policy: Policy, now: datetim
         if missing:
             raise _unavailable(store, missing, f"{free} AND {expired}", what)
         changes = [r.asDict() for r in rows]
-        if guard is not None:  # commits only while the session row is as read
-            changes.append(guard)
-            pids = sorted(set(pids) | {session.pid})
+        if guard is not None:  # commits only while the session rows are as read
+            changes.extend(guard)
+            pids = sorted(set(pids) | set(session.pids))
         apply_rows(store, changes, pids, now)
-        if session is not None:
-            session.rev += 1  # the guard row rewrote the session row
         return found
 
     return retry(step, what=what)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .apply import SOURCE_COLUMNS
 from .delta import sql_literal
@@ -47,12 +47,17 @@ REJECT_COLUMNS = ["dead_letter_reason", "dead_letter_error_description"]
 @dataclass(frozen=True)
 class Grant:
     """How a receive locks what it hands out: the grant prefix of the lock tokens and when the
-    locks end; for a session receive, the session id and how many new rows it may hand out."""
+    locks end; for a session receive, the ids of the sessions held and how many new rows it
+    may hand out."""
 
     prefix: str
     until: datetime
-    session_id: Optional[str] = None
+    session_ids: Optional[Tuple[str, ...]] = None
     new_limit: int = 0
+
+    def sessions_sql(self) -> str:
+        """SQL that holds for the held sessions' messages."""
+        return f"session_id IN ({', '.join(sql_literal(s) for s in self.session_ids)})"
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,8 @@ def plan_sql(choice: Choice, policy: Policy, now: datetime, *, delete: bool, loc
     has nothing to do. ``new_rows``: ``{N}`` holds rows read past the frontiers;
     ``rejects``: they carry :data:`REJECT_COLUMNS` (a subscription's filter errors, TOPIC-5)."""
     claimable, action, _ = conditions(policy, now, dead_letter=dead_letter)
-    if lock.session_id is not None:
-        claimable = f"({claimable}) AND session_id = {sql_literal(lock.session_id)}"
+    if lock.session_ids is not None:
+        claimable = f"({claimable}) AND {lock.sessions_sql()}"
     chosen = choice.chosen
     ctes = [f"m AS (SELECT * FROM {{M}} WHERE pid IN ({pid_list(chosen)}))"]
     parts: List[str] = []
@@ -154,11 +159,12 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     # The rows taken: per partition the first take_new in order of position and copy
     # (``_hand``: handed out), and the other copies of the last position taken, so that a
     # position is never registered in part (its frontier passes all its copies at once). A
-    # session receive registers every row read and hands out the first new_limit of its own.
-    if lock.session_id is not None:
-        ctes.append(f"n1 AS (SELECT n0.*, coalesce(session_id = {sql_literal(lock.session_id)},"
-                    " FALSE) AS _mine FROM n0)")
-        ctes.append("n2 AS (SELECT n1.*, row_number() OVER (PARTITION BY pid, _mine ORDER BY "
+    # session receive registers every row read and hands out the first new_limit of its
+    # sessions' own (in order of position: each session's in its order, whatever the partition).
+    if lock.session_ids is not None:
+        ctes.append(f"n1 AS (SELECT n0.*, coalesce({lock.sessions_sql()}, FALSE) AS _mine "
+                    "FROM n0)")
+        ctes.append("n2 AS (SELECT n1.*, row_number() OVER (PARTITION BY _mine ORDER BY "
                     "pos, seq) AS _rn FROM n1)")
         ctes.append(f"taken AS (SELECT {', '.join(columns)}, "
                     f"_mine AND _rn <= {int(lock.new_limit)} AS _hand FROM n2)")
@@ -258,7 +264,7 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     for p in choice.chosen:
         if not choice.take_new.get(p):
             continue
-        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.session_id is not None:
+        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.session_ids is not None:
             fixed[p] = frontier_at(p, choice.hi)
         else:
             partial.append(p)

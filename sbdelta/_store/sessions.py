@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .._clock import from_spark
 from ..exceptions import SessionCannotBeLockedError, SessionLockLostError
@@ -37,18 +37,46 @@ from .reads import query
 
 @dataclass
 class SessionHold:
-    """A session lock this process holds: what a session receiver keeps between calls."""
+    """Session locks this process holds, taken in one commit under one lock token and one
+    end: one session (a session receiver) or several (a sessions receiver, the bulk form).
+    ``members`` maps each session id to its partition."""
 
-    session_id: str
-    pid: int
+    members: Dict[str, int]
     token: str
     locked_until: datetime
-    rev: int  # the session row's revision as this holder last wrote it
+
+    @property
+    def session_id(self) -> str:
+        """The session's id, for a hold of one session."""
+        (session_id,) = self.members
+        return session_id
+
+    @property
+    def pid(self) -> int:
+        """The session's partition, for a hold of one session."""
+        return self.members[self.session_id]
+
+    @property
+    def session_ids(self) -> List[str]:
+        return sorted(self.members)
+
+    @property
+    def pids(self) -> List[int]:
+        return sorted(set(self.members.values()))
+
+    def only_sql(self) -> str:
+        """SQL that holds for the messages of the held sessions."""
+        return f"session_id IN ({', '.join(sql_literal(s) for s in self.session_ids)})"
+
+    def label(self) -> str:
+        if len(self.members) == 1:
+            return f"session {self.session_id!r}"
+        return f"sessions {', '.join(repr(s) for s in self.session_ids)}"
 
     @property
     def grant_prefix(self) -> str:
         """The 16 hex digits that start the lock token of every message locked under this
-        session (see :func:`.locks.lock_token`)."""
+        hold (see :func:`.locks.lock_token`)."""
         return self.token[:8] + self.token[9:13] + self.token[14:18]
 
     @property
@@ -57,22 +85,26 @@ class SessionHold:
         return self.token[:19]
 
 
-def _read(store, pid: int, session_id: str):
-    """The session's row, or None: read by delta-rs where it settles the entity's tables (no
-    Spark job), else by Spark (:func:`.reads.query`)."""
-    rows = query(store, f"SELECT * FROM {{M}} WHERE pid = {int(pid)} AND k = "
-                        f"{sql_literal(session_key(session_id))}")
-    return rows[0] if rows else None
+def _read_all(store, members: Dict[str, int]) -> Dict[str, object]:
+    """The rows of the sessions ``members`` (id -> partition) that exist, by session id: one
+    read, by delta-rs where it settles the entity's tables (no Spark job), else by Spark
+    (:func:`.reads.query`)."""
+    pids = ", ".join(str(int(p)) for p in sorted(set(members.values())))
+    keys = ", ".join(sql_literal(session_key(s)) for s in sorted(members))
+    rows = query(store, f"SELECT * FROM {{M}} WHERE pid IN ({pids}) AND k IN ({keys}) "
+                        f"AND kind = '{SESSION}'")
+    return {r.session_id: r for r in rows if members.get(r.session_id) == r.pid}
 
 
 def _held(row, hold: SessionHold, now: datetime) -> bool:
+    """The row is held by ``hold`` (its token, its lock not ended)."""
     return (row is not None and row.lock_token == hold.token
             and row.locked_until is not None and from_spark(row.locked_until) > now)
 
 
 def _lost(hold: SessionHold, what: str) -> SessionLockLostError:
     return SessionLockLostError(
-        f"{what}: the lock on session {hold.session_id!r} was lost (it expired, or another "
+        f"{what}: the lock on {hold.label()} was lost (it expired, or another "
         "receiver took the session after it expired); open a new session receiver")
 
 
@@ -90,28 +122,49 @@ def lock_session(store, session_id: str, pid: int, now: datetime,
                  duration: timedelta, grace: timedelta = timedelta(0)) -> SessionHold:
     """Take the session's lock (SESS-2) in one commit; SessionCannotBeLockedError when another
     receiver holds it (or held it until less than ``grace`` ago: see Policy.lock_grace)."""
+    return lock_sessions(store, {session_id: pid}, now, duration, grace)
+
+
+def lock_sessions(store, members: Dict[str, int], now: datetime, duration: timedelta,
+                  grace: timedelta = timedelta(0), *,
+                  skip_held: bool = False) -> Optional[SessionHold]:
+    """Take the locks of the sessions ``members`` (id -> partition) in ONE commit, under one
+    token and one end (SESS-2). A session another receiver holds (or held until less than
+    ``grace`` ago) raises SessionCannotBeLockedError, or with ``skip_held`` is left out (None
+    when every one is held). The commit carries each session row at the revision read (or
+    inserts it), so two receivers never both take a session: the loser retries from a fresh
+    read and finds it held."""
     def step():
-        row = _read(store, pid, session_id)
-        if row is not None and row.locked_until is not None \
-                and from_spark(row.locked_until) > now - grace:
+        rows = _read_all(store, members)
+        held = sorted(s for s, row in rows.items() if row.locked_until is not None
+                      and from_spark(row.locked_until) > now - grace)
+        if held and not skip_held:
+            until = max(from_spark(rows[s].locked_until) for s in held)
+            what = (f"session {held[0]!r} is" if len(held) == 1
+                    else f"sessions {', '.join(map(repr, held))} are")
             raise SessionCannotBeLockedError(
-                f"session {session_id!r} is locked by another receiver until "
-                f"{from_spark(row.locked_until).isoformat()}; try again after that, or take "
-                "another session")
+                f"{what} locked by another receiver until {until.isoformat()}; try again "
+                "after that, or take another session")
+        wanted = {s: p for s, p in members.items() if s not in held}
+        if not wanted:
+            return None
         token = lock_token(lock_token_prefix(), 0)
         until = now + duration
-        if row is None:
-            source = {"pid": pid, "k": session_key(session_id), "kind": SESSION, "rev": 0,
-                      "session_id": session_id, "lock_token": token, "locked_until": until,
-                      "enqueued_time": now, "_op": "insert"}
-            rev = 0
-        else:
-            source = _row_update(row, lock_token=token, locked_until=until)
-            rev = row.rev + 1
-        apply_rows(store, [source], [pid], now)
-        return SessionHold(session_id, pid, token, until, rev)
+        sources = []
+        for session_id, pid in sorted(wanted.items()):
+            row = rows.get(session_id)
+            if row is None:
+                sources.append({"pid": pid, "k": session_key(session_id), "kind": SESSION,
+                                "rev": 0, "session_id": session_id, "lock_token": token,
+                                "locked_until": until, "enqueued_time": now, "_op": "insert"})
+            else:
+                sources.append(_row_update(row, lock_token=token, locked_until=until))
+        apply_rows(store, sources, sorted(set(wanted.values())), now)
+        return SessionHold(wanted, token, until)
 
-    return retry(step, what=f"lock session {session_id!r} of {store.messages_path}")
+    label = (f"session {next(iter(members))!r}" if len(members) == 1
+             else f"{len(members)} sessions")
+    return retry(step, what=f"lock {label} of {store.messages_path}")
 
 
 #: A message's place in commit order: its sequence number without the partition bits, so
@@ -229,59 +282,72 @@ def listing(store) -> List[str]:
     return sorted(found)
 
 
-def check_held(store, hold: SessionHold, now: datetime, what: str):
-    """The session row, when ``hold`` still holds the session; else SessionLockLostError."""
-    row = _read(store, hold.pid, hold.session_id)
-    if not _held(row, hold, now):
+def check_held(store, hold: SessionHold, now: datetime, what: str) -> List:
+    """The rows of the held sessions, while ``hold`` still holds every one of them; else
+    SessionLockLostError."""
+    rows = _read_all(store, hold.members)
+    if len(rows) != len(hold.members) or not all(_held(r, hold, now) for r in rows.values()):
         raise _lost(hold, what)
-    hold.rev = row.rev
-    return row
+    return [rows[s] for s in hold.session_ids]
 
 
-def guard_row(row) -> dict:
-    """The apply-source row that keeps the session row as it is, at its revision: a receive
-    under the session carries it, so it commits only while the session row is unchanged."""
-    return _row_update(row)
+def guard_rows(rows) -> List[dict]:
+    """The apply-source rows that keep the session rows as they are, at their revisions: a
+    receive under the sessions carries them, so it commits only while they are unchanged."""
+    return [_row_update(row) for row in rows]
 
 
 def _locked_messages(store, hold: SessionHold, now: datetime) -> List:
     prefix = sql_literal(hold.token_start + "%")
-    return query(store, f"SELECT * FROM {{M}} WHERE pid = {int(hold.pid)} AND kind = '{MSG}' "
+    pids = ", ".join(str(p) for p in hold.pids)
+    return query(store, f"SELECT * FROM {{M}} WHERE pid IN ({pids}) AND kind = '{MSG}' "
                         f"AND lock_token LIKE {prefix} AND locked_until > {sql_literal(now)}")
 
 
 def move_lock(store, hold: SessionHold, until: datetime, now: datetime, what: str) -> None:
-    """Set the session's lock, and the locks of the messages held under it, to end at ``until``
-    (renew: later; release: now), in one commit."""
+    """Set the locks of the held sessions, and of the messages held under them, to end at
+    ``until`` (renew: later; release: now), in one commit."""
     def step():
-        row = check_held(store, hold, now, what)
-        rows = [_row_update(row, locked_until=until)]
+        rows = [_row_update(row, locked_until=until)
+                for row in check_held(store, hold, now, what)]
         for m in _locked_messages(store, hold, now):
             update = {name: getattr(m, name) for name, _ in CONTROL_COLUMNS}
             update.update(pid=m.pid, k=m.k, application_properties=m.application_properties,
                           locked_until=until, _op="update", _rev=m.rev)
             rows.append(update)
-        apply_rows(store, rows, [hold.pid], now)
-        hold.rev = row.rev + 1
+        apply_rows(store, rows, hold.pids, now)
         hold.locked_until = until
 
     retry(step, what=what)
 
 
-def get_state(store, hold: SessionHold, now: datetime, what: str) -> Optional[bytes]:
-    row = check_held(store, hold, now, what)
+def _member(hold: SessionHold, session_id: Optional[str]) -> str:
+    if session_id is None:
+        return hold.session_id
+    if session_id not in hold.members:
+        raise SessionLockLostError(
+            f"session {session_id!r} is not one of the sessions this receiver holds "
+            f"({', '.join(map(repr, hold.session_ids))})")
+    return session_id
+
+
+def get_state(store, hold: SessionHold, now: datetime, what: str,
+              session_id: Optional[str] = None) -> Optional[bytes]:
+    """The state of a held session (the only one, or ``session_id``), SESS-5."""
+    session_id = _member(hold, session_id)
+    row = {r.session_id: r for r in check_held(store, hold, now, what)}[session_id]
     text = row.application_properties
     return None if text is None else base64.b64decode(text)
 
 
 def set_state(store, hold: SessionHold, state: Optional[bytes], now: datetime,
-              what: str) -> None:
-    """Replace the session state (SESS-5) in one commit, while the session is held."""
+              what: str, session_id: Optional[str] = None) -> None:
+    """Replace the state of a held session (SESS-5) in one commit, while it is held."""
+    session_id = _member(hold, session_id)
     text = None if state is None else base64.b64encode(state).decode("ascii")
 
     def step():
-        row = check_held(store, hold, now, what)
-        apply_rows(store, [_row_update(row, application_properties=text)], [hold.pid], now)
-        hold.rev = row.rev + 1
+        row = {r.session_id: r for r in check_held(store, hold, now, what)}[session_id]
+        apply_rows(store, [_row_update(row, application_properties=text)], [row.pid], now)
 
     retry(step, what=what)

@@ -80,7 +80,8 @@ def test_sess_2_3_recv_3_session_holders_in_three_processes_on_two_engines(spark
         by_session[h["session"]].append(h)
     assert set(by_session) == set(sent.values())
     for session, hs in by_session.items():
-        hs.sort(key=lambda h: h["start"])
+        # A hold whose lock ended before its first receive returned never acted (end < start).
+        hs = sorted((h for h in hs if h["end"] >= h["start"]), key=lambda h: h["start"])
         for a, b in zip(hs, hs[1:]):  # SESS-2: one holder at a time, across processes
             assert b["start"] >= a["end"], f"{session} held twice at once: {a} / {b}"
         seqs = [seq for h in hs for seq, _ in h["messages"]]
@@ -91,4 +92,5 @@ def test_sess_2_3_recv_3_session_holders_in_three_processes_on_two_engines(spark
     rp = ServiceBusAdministrationClient(ns, spark=spark).get_queue_runtime_properties("s")
     assert (rp.active_message_count, rp.dead_letter_message_count) == (0, 0)
     # For the note: how the holds spread over the workers.
-    print({w: by_worker[w] for w in WORKERS}, len(holds), "holds", flush=True)
+    print({w: by_worker[w] for w in WORKERS}, len(holds), "holds,",
+          sum(h["lost"] for h in holds), "ended by a lost lock", flush=True)
