@@ -26,7 +26,7 @@ from .measure import MODES, ROOT, Row, Timer
 
 RESULTS = ROOT / "bench" / "results"
 WORKLOADS = ("send", "receive", "complete", "backlog", "latency", "maintenance", "drain",
-             "contention", "memory", "jobs", "topics", "paired")
+             "contention", "memory", "jobs", "topics", "paired", "sessions")
 
 
 def _command_output(*args: str) -> str:

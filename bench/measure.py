@@ -55,6 +55,12 @@ class Sizes:
     syphon: int = 0                           # backlog messages one syphon drain moves (0: not
                                               # run; tiny mode leaves it to quick and full)
     syphon_destinations: int = 2              # destination queues they are spread over
+    session_backlog: int = 200                # session queue depth of the session receive
+    session_count: int = 10                   # sessions the backlog is spread over
+    session_receive: int = 20                 # messages per session receive (one session)
+    session_group: int = 5                    # sessions one sessions receiver holds
+    session_loop_sessions: int = 10           # sessions of the next-available loop
+    session_loop_messages: int = 3            # messages per session in the loop (its batch)
     skip: Sequence[str] = ()                  # workloads left out unless named in --only
 
 
@@ -77,6 +83,8 @@ MODES: Dict[str, Sizes] = {
                    topic_receive=1000, topic_filtered_subscriptions=10, topic_fanout=10000,
                    topic_fanout_subscriptions=10, topic_fanout_batch=5000,
                    syphon=100000, syphon_destinations=10,
+                   session_backlog=10000, session_count=100, session_receive=1000,
+                   session_group=100, session_loop_sessions=200, session_loop_messages=10,
                    # issue 4's 20-round maintenance benchmark alone takes ~8.5 minutes here:
                    # quick mode runs it only when asked (--only maintenance).
                    skip=("maintenance",)),
@@ -89,7 +97,9 @@ MODES: Dict[str, Sizes] = {
                   topic_send=10000, topic_subscriptions=(1, 10, 100), topic_backlog=100000,
                   topic_receive=10000, topic_filtered_subscriptions=10, topic_fanout=100000,
                   topic_fanout_subscriptions=10, topic_fanout_batch=100000,
-                  syphon=1000000, syphon_destinations=10),
+                  syphon=1000000, syphon_destinations=10,
+                  session_backlog=100000, session_count=1000, session_receive=1000,
+                  session_group=1000, session_loop_sessions=1000, session_loop_messages=10),
 }
 
 

@@ -506,6 +506,11 @@ class Bench:
 
         return run_paired(self)
 
+    def w_sessions(self) -> List[Row]:
+        from .sessions import run_sessions
+
+        return run_sessions(self)
+
     def w_contention(self) -> List[Row]:
         from .contention import run_contention
 

@@ -239,7 +239,8 @@ class EntityResolver:
         own = props.default_message_time_to_live
         topic_ttl = topic.default_message_time_to_live
         cap = own if own is not None and (topic_ttl is None or own < topic_ttl) else None
-        admission = Admission(windows, cap, props.dead_lettering_on_filter_evaluation_exceptions)
+        admission = Admission(windows, cap, props.dead_lettering_on_filter_evaluation_exceptions,
+                              bool(getattr(props, "requires_session", False)))
         return Entity(ref, props, sub_row.updated_at, base.reading(admission), topic,
                       lock_grace=lock_grace(self._ns.clock))
 

@@ -62,20 +62,24 @@ class Admission:
         dead_letter_errors: ``dead_lettering_on_filter_evaluation_exceptions``: a message no
             rule matches and some rule failed to evaluate on is admitted with its dead-letter
             reason set (registration moves it to the dead-letter queue); otherwise dropped.
+        requires_session: the subscription requires sessions (SESS-1): a message the topic
+            took without a session id is admitted for its dead-letter queue (reason
+            :data:`SESSION_ID_NULL_REASON`), as Service Bus does, whatever the other flag says.
     """
 
     def __init__(self, windows: Sequence[RuleWindow], ttl_cap: Optional[timedelta],
-                 dead_letter_errors: bool) -> None:
+                 dead_letter_errors: bool, requires_session: bool = False) -> None:
         self.windows = list(windows)
         self.ttl_cap = ttl_cap
         self.dead_letter_errors = dead_letter_errors
+        self.requires_session = requires_session
         # TOPIC-5: each rule with an action gives its own copy, numbered by the rule's name
         # (1, 2, ... in name order): copy c of the topic message at position p has sequence
         # number p | c << COPY_SHIFT. Copy 0 is the one copy of the rules without actions.
         self.copy_numbers = {name: i + 1 for i, name in enumerate(sorted(
             {w.rule.name for w in self.windows if w.rule.action is not None}))}
-        self.dead_letters = dead_letter_errors and any(
-            _may_fail(w.rule) or w.rule.action is not None for w in self.windows)
+        self.dead_letters = requires_session or (dead_letter_errors and any(
+            _may_fail(w.rule) or w.rule.action is not None for w in self.windows))
         # Whether admitting rows costs enough to materialise them once per receive: a rule
         # that reads the message (SQL or correlation filter, an action). True and false
         # filters only compare the enqueued time.
@@ -92,7 +96,7 @@ class Admission:
             rows = self._copies(rows, with_properties)
         else:
             rows = rows.withColumn("_admit", with_properties(self._evaluate))
-            if self.dead_letters:
+            if self.dead_letter_errors and self.dead_letters:
                 rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
                         .withColumn("dead_letter_reason",
                                     F.when(F.col("_admit.error").isNotNull(),
@@ -101,6 +105,8 @@ class Admission:
             else:
                 rows = rows.where(F.col("_admit.matched"))
             rows = rows.drop("_admit")
+        if self.requires_session:
+            rows = _refuse_without_session(rows)
         if self.ttl_cap is not None:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
@@ -208,10 +214,33 @@ class Admission:
                 .withColumn("size", (F.col("size") - old_size + F.coalesce(
                     F.octet_length("_copy.props"), F.lit(0))).cast("int"))
                 .withColumn("application_properties", F.col("_copy.props")))
-        if self.dead_letters:
+        if self.dead_letter_errors and self.dead_letters:
             rows = (rows.withColumn("dead_letter_reason", F.col("_copy.reason"))
                     .withColumn("dead_letter_error_description", F.col("_copy.description")))
         return rows.drop("_copy")
+
+
+#: Why a message the topic took without a session id is in a session subscription's
+#: dead-letter queue (Service Bus's reason and description).
+SESSION_ID_NULL_REASON = "Session id is null."
+SESSION_ID_NULL_DESCRIPTION = ("Session enabled entity doesn't allow a message whose session "
+                               "identifier is null.")
+
+
+def _refuse_without_session(rows):
+    """SESS-1 on a subscription: rows without a session id get the dead-letter reason (a rule's
+    own reason, when it has one, stays)."""
+    from pyspark.sql import functions as F
+
+    for name in ("dead_letter_reason", "dead_letter_error_description"):
+        if name not in rows.columns:
+            rows = rows.withColumn(name, F.lit(None).cast("string"))
+    refused = F.col("session_id").isNull() & F.col("dead_letter_reason").isNull()
+    return (rows.withColumn("dead_letter_error_description",
+                            F.when(refused, F.lit(SESSION_ID_NULL_DESCRIPTION))
+                            .otherwise(F.col("dead_letter_error_description")))
+            .withColumn("dead_letter_reason", F.when(refused, F.lit(SESSION_ID_NULL_REASON))
+                        .otherwise(F.col("dead_letter_reason"))))
 
 
 def _covers(enqueued, window: RuleWindow):

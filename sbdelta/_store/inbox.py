@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from . import deltalog, rs
 from .delta import find_commit, latest_snapshot, remove_files_quietly
@@ -54,7 +54,7 @@ def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, 
 
 
 def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
-               as_rows: bool = False):
+               as_rows: bool = False, mine: Optional[Sequence[str]] = None):
     """Find unregistered inbox rows, reading as few commits as it can.
 
     Returns (rows, last version read, available count per partition), the rows a DataFrame
@@ -62,7 +62,9 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
     delta-rs engine) a list of dicts read by delta-rs (:func:`.rs.inbox_rows`).
     Reads versions [lo, lo+window) and widens the window (x8) while fewer than ``need``
     rows turned up and newer versions exist, so the cost follows the batch, not the
-    backlog.
+    backlog. With ``mine`` (a session receive: the ids of the sessions held) only their rows
+    count toward ``need``, though every row read is returned and counted per partition (the
+    receive registers them all).
     """
     lagging = {p: start_version(f) for p, f in frontiers.items()
                if start_version(f) <= latest}
@@ -73,10 +75,13 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
     while True:
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
+        own = None  # rows of ``mine`` found (None: every row counts)
         if as_rows:
             df = rs.inbox_rows(store.inbox_path, {p: frontiers.get(p, -1) for p in pids},
                                lo, hi, sequence_number)
             counts = dict(Counter(row["pid"] for row in df))
+            if mine is not None:
+                own = sum(1 for row in df if row.get("session_id") in mine)
         else:
             counts = None
             if store.admit is None and store.engine.reads(store.inbox_path):
@@ -85,8 +90,16 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                 by_version = rs.inbox_version_counts(
                     store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                     sequence_number)
-                if by_version is not None:
+                if by_version is not None and mine is not None:
+                    ours = rs.inbox_version_counts(
+                        store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
+                        sequence_number, session_ids=list(mine))
+                    if ours is not None:
+                        hi = enough_versions(ours, lo, hi, need)
+                        own = sum(k for (_, v), k in ours.items() if v <= hi)
+                elif by_version is not None:
                     hi = enough_versions(by_version, lo, hi, need)
+                if by_version is not None:
                     pids = [p for p in pids if lagging[p] <= hi]
                     counts = Counter()
                     for (p, v), k in by_version.items():
@@ -101,7 +114,12 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
             if counts is None:
                 counts = {r.pid: r.n for r in df.groupBy("pid").count()
                           .withColumnRenamed("count", "n").collect()}
-        if sum(counts.values()) >= need or hi >= latest or window >= 4096:
+            if mine is not None and own is None:
+                from pyspark.sql import functions as F
+
+                own = df.where(F.col("session_id").isin(list(mine))).count()
+        found = sum(counts.values()) if mine is None else own
+        if found >= need or hi >= latest or window >= 4096:
             return df, hi, counts
         window *= 8
 

@@ -105,8 +105,9 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
         latest = (rs.version(store.inbox_path) if fast
                   else store.latest_version(store.inbox_path))
         have = sum(claimable.values())
-        new_rows, hi, new_counts = scan_inbox(store, frontiers, max(0, n - have), latest,
-                                              as_rows=fast)
+        new_rows, hi, new_counts = scan_inbox(
+            store, frontiers, max(0, n - have), latest, as_rows=fast,
+            mine=None if session is None else session.session_ids)
 
     # Choose partitions: a random rotation, until the chosen ones can fill the batch.
     start = random.randrange(store.partitions)

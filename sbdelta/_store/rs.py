@@ -210,13 +210,14 @@ def partition_stats(path: str, claimable: str, action: str, frontier_kind: str,
 
 
 def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
-                         seq_of: Callable[[int, int, int], int]
+                         seq_of: Callable[[int, int, int], int],
+                         session_ids: Optional[Sequence[str]] = None
                          ) -> Optional[Dict[Tuple[int, int], int]]:
     """Rows per (partition, commit version) that the local inbox's versions ``lo``..``hi``
     inserted past each partition's frontier (SEND-3 numbering, ``seq_of(pid, version, idx)``),
-    or None when delta-rs cannot answer. A receive needing fewer rows than the versions read
-    hold reads only the versions it needs (:func:`.inbox.scan_inbox`). Counted in Arrow, not
-    per row in Python."""
+    only those of ``session_ids`` when given, or None when delta-rs cannot answer. A receive
+    needing fewer rows than the versions read hold reads only the versions it needs
+    (:func:`.inbox.scan_inbox`). Counted in Arrow, not per row in Python."""
     try:
         table = _table(path)
         if table is None or not frontiers:
@@ -224,13 +225,19 @@ def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        extra = ["session_id"] if session_ids is not None else []
         changes = pa.table(table.load_cdf(starting_version=lo, ending_version=hi,
                                           columns=["pid", "idx", "_change_type",
-                                                   "_commit_version"]).read_all())
+                                                   "_commit_version", *extra]).read_all())
         pids = sorted(frontiers)
         inserted = pc.and_(  # (the change type may come as a string view: compared as text)
             pc.equal(pc.cast(changes["_change_type"], pa.string()), "insert"),
             pc.is_in(changes["pid"], value_set=pa.array(pids, changes["pid"].type)))
+        if session_ids is not None:
+            inserted = pc.and_(inserted, pc.fill_null(pc.is_in(
+                pc.cast(changes["session_id"], pa.string()),
+                value_set=pa.array(sorted(session_ids), pa.string())), False))
+            changes = changes.drop_columns(["session_id"])
         changes = changes.drop_columns(["_change_type"]).filter(inserted)
         if changes.num_rows == 0:
             return {}

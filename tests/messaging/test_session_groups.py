@@ -181,3 +181,50 @@ def test_sess_1_bad_sessions_receiver_arguments_are_refused_before_anything_is_l
     # Nothing was locked by any of it.
     with client.get_queue_receiver(name, session_id="s") as r:
         assert [m.message_id for m in r.receive_messages(1)] == ["s-1"]
+
+
+def test_sess_1_a_topic_message_without_session_id_goes_to_a_session_subscriptions_dlq(
+        spark, admin, client):
+    """SESS-1 on a topic: the topic takes the message (its other subscriptions get it); a
+    subscription that requires sessions dead-letters it with Service Bus's reason."""
+    from sbdelta import ServiceBusSubQueue
+
+    admin.create_topic("t-sessionless")
+    admin.create_subscription("t-sessionless", "plain")
+    admin.create_subscription("t-sessionless", "ordered", requires_session=True)
+    client.get_topic_sender("t-sessionless").send_messages(
+        [ServiceBusMessage("a", message_id="with", session_id="s"),
+         ServiceBusMessage("b", message_id="without")])
+    plain = client.get_subscription_receiver("t-sessionless", "plain")
+    assert sorted(m.message_id for m in plain.receive_messages(10)) == ["with", "without"]
+    with client.get_subscription_receiver("t-sessionless", "ordered",
+                                          session_id=NEXT_AVAILABLE_SESSION) as receiver:
+        assert [m.message_id for m in receiver.receive_messages(10)] == ["with"]
+    dead = client.get_subscription_receiver("t-sessionless", "ordered",
+                                            sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    expected = spark.createDataFrame(
+        [("without", None, "Session id is null.",
+          "Session enabled entity doesn't allow a message whose session identifier is null.")],
+        "message_id STRING, session_id STRING, dead_letter_reason STRING, "
+        "dead_letter_error_description STRING")
+    assert_df_equality(dead.receive_dataframe(10).select(*expected.columns), expected,
+                       ignore_nullable=True)
+
+
+def test_sess_2_a_session_dataframe_receive_reads_past_other_sessions_commits(
+        spark, client, queue):
+    """A session receive reads the inbox until it has found the batch among its own
+    sessions' rows (registering the other sessions' rows it passes), so a DataFrame receive,
+    which does not read on as the list form does, is not left empty by other sessions' commits
+    in front of its messages."""
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, *[f"other-{i}" for i in range(20)], "mine-1", "mine-2", "mine-3")
+    with client.get_queue_receiver(name, session_id="mine") as receiver:
+        df = receiver.receive_dataframe(3)
+        expected = spark.createDataFrame([("mine-1",), ("mine-2",), ("mine-3",)],
+                                         "message_id STRING")
+        assert_df_equality(df.select("message_id"), expected, ignore_row_order=True,
+                           ignore_nullable=True)
+        receiver.complete_messages(df)
+    with client.get_queue_sessions_receiver(name, session_ids=["other"]) as group:
+        assert group.receive_dataframe(20).count() == 20  # registered by the receive above
