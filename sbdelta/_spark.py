@@ -59,6 +59,11 @@ _BUILTIN_LOCAL_CONF = {
 _DELTA_SESSION_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta 4.2+ refuses to read versions older than delta.deletedFileRetentionDuration (7 days).
+    # A lagging partition's receive reads the inbox's change feed from its frontier, which
+    # compaction never vacuums away (sbdelta.maintenance): a partition days behind must still
+    # receive. Older Delta releases do not know the setting and ignore it.
+    "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": "false",
 }
 
 
