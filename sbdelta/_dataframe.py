@@ -126,7 +126,10 @@ def inbox_frame(entity, df, now: datetime, hops: Optional[int] = None):
     # comes before the cast, so a huge number neither wraps nor fails an ANSI cast.
     ttl_s = col("time_to_live", "double")
     ttl_s = codec.checked(ttl_s, F.isnan(ttl_s), "SEND_TTL")
-    ttl_ms = F.when(ttl_s < UNLIMITED_FROM.total_seconds(), (ttl_s * 1000).cast("bigint"))
+    # Below zero it is clamped to -1 s first: a huge negative number would overflow the cast
+    # (an ANSI error, Spark 4's default) instead of failing SEND_TTL.
+    ttl_ms = F.when(ttl_s < UNLIMITED_FROM.total_seconds(),
+                    (F.greatest(ttl_s, F.lit(-1.0)) * 1000).cast("bigint"))
     ttl_ms = codec.checked(ttl_ms, ttl_ms <= 0, "SEND_TTL")
     if entity.ttl_cap is not None:  # TTL-3
         ttl_ms = F.least(ttl_ms, F.lit(int(entity.ttl_cap / timedelta(milliseconds=1))))

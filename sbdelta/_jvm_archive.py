@@ -7,10 +7,10 @@ trip; later JVMs map the archive instead (``-XX:SharedArchiveFile``). Measured o
 machine (JDK 17, ``python -m bench.startup``): session start, first job and first Delta write
 8.7 s without the archive, 5.7-6.0 s with it.
 
-The archive is keyed by the Java runtime, the pyspark version and the jars, so a change of any
-of them makes a new one. A JVM that finds the archive unusable (another JDK build, a different
-class path) starts without it (``-Xshare:auto``, the default). ``SBDELTA_CLASS_ARCHIVE=0``
-switches it off.
+The archive is keyed by the Java runtime, the pyspark and delta-spark versions, pyspark's jars
+folder and the jars added to it, so a change of any of them makes a new one. A JVM that finds
+the archive unusable (another JDK build, a different class path) starts without it
+(``-Xshare:auto``, the default). ``SBDELTA_CLASS_ARCHIVE=0`` switches it off.
 """
 
 from __future__ import annotations
@@ -82,9 +82,20 @@ def archive_path(cache: Path, java_home: str, jars: Sequence[str]) -> Path:
     # The JVM checks the class path an archive was recorded with: two virtual environments
     # (their own pyspark/jars) sharing one cache need an archive each.
     spark_jars = str(Path(importlib.util.find_spec("pyspark").origin).parent / "jars")
-    key = "\n".join([java, _java_version(java), metadata.version("pyspark"), spark_jars, *jars])
+    # The Spark and Delta versions are in the key themselves, not only through the jar paths.
+    key = "\n".join([java, _java_version(java), "pyspark " + metadata.version("pyspark"),
+                     "delta-spark " + _version_of("delta-spark"), spark_jars, *jars])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache / "cds" / f"spark-{digest}.jsa"
+
+
+def _version_of(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def usable(java_home: str) -> bool:

@@ -7,9 +7,11 @@
    ``--packages``): it is used as it is and nothing is added;
 3. a new local session with Delta and sbdelta's multi-process-safe log store for ``file:`` paths.
 
-For (3) the Delta jars are resolved from Maven Central once (Spark's Ivy, or ``mvn`` when Ivy cannot
-reach it) into a cache folder, and the log store (``_java/LinkLocalLogStore.java``) is compiled
-once with ``javac``; later sessions start from the cache without the network. Every failure on
+For (3) the Delta jars built for the installed pyspark (Scala 2.12 for Spark 3.5, 2.13 for
+Spark 4) are resolved with their dependencies from Maven Central once (Spark's Ivy, as
+``configure_spark_with_delta_pip`` has Spark do, or ``mvn`` when Ivy cannot) into a cache
+folder, and the log store (``_java/LinkLocalLogStore.java``) is compiled once with ``javac``;
+later sessions start from the cache without the network. Every failure on
 that path raises :class:`~sbdelta.exceptions.SparkSetupError` saying what is missing and how to fix
 it, instead of a Py4J stack trace.
 """
@@ -20,6 +22,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,11 +36,10 @@ from . import _jvm_archive as jvm_archive
 from .exceptions import SparkSetupError
 
 __all__ = ["get_spark", "LazySpark", "local_spark_conf", "spark_submit_args", "ensure_jars",
-           "ensure_class_archive", "LOGSTORE_CLASS"]
+           "ensure_class_archive", "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
 
 LOGSTORE_CLASS = "io.sbdelta.storage.LinkLocalLogStore"
 LOGSTORE_CONF = "spark.delta.logStore.file.impl"
-SCALA_BINARY = "2.12"  # Spark 3.5 wheels are built for Scala 2.12
 _JAVA_SOURCE = Path(__file__).with_name("_java") / "LinkLocalLogStore.java"
 
 # Used when no conf/ folder is found (an installed package run outside the repository).
@@ -57,6 +59,11 @@ _BUILTIN_LOCAL_CONF = {
 _DELTA_SESSION_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta 4.2+ refuses to read versions older than delta.deletedFileRetentionDuration (7 days).
+    # A lagging partition's receive reads the inbox's change feed from its frontier, which
+    # compaction never vacuums away (sbdelta.maintenance): a partition days behind must still
+    # receive. Older Delta releases do not know the setting and ignore it.
+    "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": "false",
 }
 
 
@@ -111,7 +118,8 @@ def _java_home() -> str:
     java = shutil.which("java")
     if not java:
         raise SparkSetupError(
-            "Java was not found: Spark needs a Java 8, 11 or 17 runtime. Install one "
+            "Java was not found: Spark 3.5 needs a Java 8, 11 or 17 runtime, Spark 4 Java 17 "
+            "or 21. Install one "
             "(Debian/Ubuntu: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME.")
     return str(Path(os.path.realpath(java)).parents[1])
 
@@ -137,16 +145,68 @@ def _cache_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _delta_artifacts(version: str) -> Dict[str, str]:
-    """Maven coordinates of the jars Delta needs beyond Spark's own (antlr4 ships with Spark)."""
-    return {
-        f"delta-spark_{SCALA_BINARY}-{version}.jar": f"io.delta:delta-spark_{SCALA_BINARY}:{version}",
-        f"delta-storage-{version}.jar": f"io.delta:delta-storage:{version}",
-    }
+def _pyspark_jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
 
 
-def _resolve_with_ivy(coords: List[str], ivy_dir: Path) -> None:
-    """Resolve jars with the Ivy that spark-submit uses, in a short-lived child process."""
+def _pyspark_version() -> str:
+    try:
+        return metadata.version("pyspark")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source build of Spark
+        import pyspark
+
+        return pyspark.__version__
+
+
+def scala_binary_version() -> str:
+    """The Scala binary version of the installed Spark: that of the ``scala-library`` jar pyspark
+    ships (``2.12`` for Spark 3.5, ``2.13`` for Spark 4), else guessed from pyspark's version."""
+    for jar in sorted(_pyspark_jars_dir().glob("scala-library-*.jar")):
+        match = re.match(r"scala-library-(\d+\.\d+)\.", jar.name)
+        if match:
+            return match.group(1)
+    return "2.13" if int(_pyspark_version().split(".")[0]) >= 4 else "2.12"
+
+
+def delta_coordinate(delta_version: str, spark_version: str, scala: str) -> str:
+    """The Maven coordinate of Delta's Spark jar, named as ``delta.pip_utils.
+    configure_spark_with_delta_pip`` names it: ``io.delta:delta-spark_<scala>:<version>`` up
+    to delta-spark 4.0, ``io.delta:delta-spark_<spark major.minor>_<scala>:<version>`` from 4.1
+    (one build per Spark minor release)."""
+    numbers = [int(n) for n in re.findall(r"\d+", delta_version)[:2]] + [0, 0]
+    if tuple(numbers[:2]) >= (4, 1):
+        spark_minor = ".".join(spark_version.split(".")[:2])
+        return f"io.delta:delta-spark_{spark_minor}_{scala}:{delta_version}"
+    return f"io.delta:delta-spark_{scala}:{delta_version}"
+
+
+_JAR_VERSION = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^-]*(?:-[^-]+)*)\.jar$")
+
+
+def _artifact_of(jar_name: str) -> str:
+    """``antlr4-runtime`` for ``antlr4-runtime-4.13.1.jar`` (or Ivy's
+    ``org.antlr_antlr4-runtime-4.13.1.jar``)."""
+    match = _JAR_VERSION.match(jar_name)
+    artifact = match.group("artifact") if match else jar_name[:-4]
+    return artifact.split("_", 1)[1] if "_" in artifact and "." in artifact.split("_", 1)[0] \
+        else artifact
+
+
+def _beyond_spark(jars: List[Path]) -> List[Path]:
+    """The resolved jars Spark does not ship itself (another version of a jar Spark has on its
+    class path would only conflict with it: Spark's own wins)."""
+    shipped = {_artifact_of(j.name) for j in _pyspark_jars_dir().glob("*.jar")}
+    return [j for j in jars if j.name.endswith(".jar") and _artifact_of(j.name) not in shipped]
+
+
+def _resolve_with_ivy(coord: str, ivy_dir: Path) -> List[Path]:
+    """Resolve ``coord`` and its dependencies with the Ivy that spark-submit uses (as
+    ``configure_spark_with_delta_pip``'s ``spark.jars.packages`` does), in a short-lived child
+    process; return the jars it retrieved."""
+    retrieved = ivy_dir / "jars"
+    shutil.rmtree(retrieved, ignore_errors=True)  # only this resolution's jars are left in it
     code = (
         "import sys\n"
         "from pyspark import SparkConf\n"
@@ -155,64 +215,147 @@ def _resolve_with_ivy(coords: List[str], ivy_dir: Path) -> None:
         ".set('spark.jars.ivy', sys.argv[2])\n"
         "launch_gateway(conf).shutdown()\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, ",".join(coords), str(ivy_dir)],
-                          capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, JAVA_HOME=_java_home())
+    proc = subprocess.run([sys.executable, "-c", code, coord, str(ivy_dir)],
+                          capture_output=True, text=True, timeout=600, env=env)
     if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-2000:])
+        raise RuntimeError((proc.stdout + proc.stderr)[-3000:])
+    return sorted(retrieved.glob("*.jar"))
 
 
-def _resolve_with_maven(coord: str, dest: Path) -> None:
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.sbdelta</groupId><artifactId>delta-jars</artifactId><version>0</version>
+  <dependencies><dependency>
+    <groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version>
+  </dependency></dependencies>
+</project>
+"""
+
+
+def _resolve_with_maven(coord: str, dest: Path) -> List[Path]:
+    """The same resolution with ``mvn`` (its settings: proxies, mirrors), runtime scope."""
     mvn = shutil.which("mvn")
     if not mvn:
         raise RuntimeError("mvn is not installed")
-    proc = subprocess.run([mvn, "-q", "-B", "dependency:copy", f"-Dartifact={coord}:jar",
-                           f"-DoutputDirectory={dest}"], capture_output=True, text=True,
-                          timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
+    group, artifact, version = coord.split(":")
+    with tempfile.TemporaryDirectory() as tmp:
+        pom = Path(tmp, "pom.xml")
+        pom.write_text(_POM.format(group=group, artifact=artifact, version=version))
+        out = Path(tmp, "jars")
+        proc = subprocess.run([mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                               "-DincludeScope=runtime", f"-DoutputDirectory={out}"],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError((proc.stdout + proc.stderr)[-3000:])
+        copied = []
+        for jar in sorted(out.glob("*.jar")):
+            shutil.copy2(jar, dest / jar.name)
+            copied.append(dest / jar.name)
+        return copied
+
+
+_NETWORK_SIGNS = ("UnknownHostException", "ConnectException", "Connection refused",
+                  "Network is unreachable", "timed out", "SocketTimeoutException",
+                  "No route to host", "Could not transfer", "SSLHandshakeException")
+_MANIFEST = "jars.txt"
+
+
+def _failure_reason(errors: List[str], coord: str, pyspark_version: str, scala: str) -> str:
+    text = "\n".join(errors)
+    if any(sign in text for sign in _NETWORK_SIGNS):
+        return ("Maven Central could not be reached: connect once to the network (the jars are "
+                "cached for later sessions)")
+    if "not found" in text or "UNRESOLVED" in text or "Could not find artifact" in text:
+        return (f"Maven Central has no {coord}: is this delta-spark release built for pyspark "
+                f"{pyspark_version} (Scala {scala})? Install the delta-spark that pairs with it "
+                "(pip install 'delta-spark' lets pip choose)")
+    return "the resolution failed (see the resolvers' output below)"
 
 
 def ensure_jars() -> List[str]:
     """Return local paths of the Delta jars and the compiled log store, fetching them once.
+
+    The jars are what resolving Delta's Spark artifact for the installed pyspark (Scala
+    version and, from delta-spark 4.1, Spark release in its name: :func:`delta_coordinate`)
+    with its runtime dependencies gives, less the jars Spark ships: delta-spark and
+    delta-storage, and for newer Delta its kernel and whatever those need. They are resolved
+    once into ``<cache>/jars/<artifact>-<version>/`` (its ``jars.txt`` lists them); later
+    sessions start from there without the network. The compiled log store is last.
 
     Raises:
         SparkSetupError: Java or javac is missing, or the jars cannot be resolved.
     """
     _java_home()
     version = _delta_version()
-    jar_dir = cache_dir() / "jars" / f"delta-{version}"
-    wanted = _delta_artifacts(version)
+    pyspark_version = _pyspark_version()
+    scala = scala_binary_version()
+    coord = delta_coordinate(version, pyspark_version, scala)
+    jar_dir = cache_dir() / "jars" / "-".join(coord.split(":")[1:])
+    manifest = jar_dir / _MANIFEST
     with _cache_lock():
-        missing = [name for name in wanted if not (jar_dir / name).is_file()]
-        if missing:
-            jar_dir.mkdir(parents=True, exist_ok=True)
-            ivy_dir = cache_dir() / "ivy"
-            errors = []
-            try:
-                _resolve_with_ivy([wanted[n] for n in missing], ivy_dir)
-                for name in missing:
-                    group, artifact, ver = wanted[name].split(":")
-                    shutil.copy2(ivy_dir / "jars" / f"{group}_{artifact}-{ver}.jar", jar_dir / name)
-            except Exception as exc:  # noqa: BLE001 - any failure falls through to maven
-                errors.append(f"Ivy: {str(exc).strip()[-600:]}")
-                try:
-                    for name in missing:
-                        _resolve_with_maven(wanted[name], jar_dir)
-                except Exception as mvn_exc:  # noqa: BLE001
-                    errors.append(f"Maven: {str(mvn_exc).strip()[-600:]}")
-                    raise SparkSetupError(
-                        "cannot fetch the Delta jars " + ", ".join(wanted[n] for n in missing)
-                        + " from Maven Central. Connect once to the network (they are cached in "
-                        f"{jar_dir}), or copy the jars there by hand. " + " | ".join(errors)
-                    ) from None
-        jars = [str(jar_dir / name) for name in wanted]
-        jars.append(str(_ensure_logstore_jar(jars[1], version)))
+        names = manifest.read_text().split() if manifest.is_file() else []
+        if not names or not all((jar_dir / n).is_file() for n in names):
+            names = _resolve(coord, jar_dir, pyspark_version, scala)
+            partial = manifest.with_suffix(".partial")
+            partial.write_text("\n".join(names) + "\n")
+            os.replace(partial, manifest)
+        jars = [str(jar_dir / n) for n in names]
+        storage = [j for j in jars if _artifact_of(Path(j).name) == "delta-storage"]
+        if not storage:
+            raise SparkSetupError(f"resolving {coord} gave no delta-storage jar ({jar_dir}: "
+                                  f"{', '.join(names)}); remove that folder and run again")
+        jars.append(str(_ensure_logstore_jar(storage[0], version)))
     return jars
+
+
+def _resolve(coord: str, jar_dir: Path, pyspark_version: str, scala: str) -> List[str]:
+    """Resolve ``coord`` into ``jar_dir`` (Spark's Ivy, else mvn); the names of its jars."""
+    jar_dir.mkdir(parents=True, exist_ok=True)
+    errors: List[str] = []
+    resolved: List[Path] = []
+    try:
+        for jar in _beyond_spark(_resolve_with_ivy(coord, cache_dir() / "ivy")):
+            shutil.copy2(jar, jar_dir / jar.name)
+            resolved.append(jar_dir / jar.name)
+    except Exception as exc:  # noqa: BLE001 - any failure falls through to maven
+        errors.append(f"Ivy: {str(exc).strip()[-800:]}")
+        try:
+            with tempfile.TemporaryDirectory(dir=jar_dir) as tmp:
+                for jar in _beyond_spark(_resolve_with_maven(coord, Path(tmp))):
+                    shutil.copy2(jar, jar_dir / jar.name)
+                    resolved.append(jar_dir / jar.name)
+        except Exception as mvn_exc:  # noqa: BLE001
+            errors.append(f"Maven: {str(mvn_exc).strip()[-800:]}")
+            raise SparkSetupError(
+                f"cannot fetch the Delta jars {coord} (delta-spark {_delta_version()} for "
+                f"pyspark {pyspark_version}, Scala {scala}) and their dependencies with "
+                f"Spark's Ivy or mvn: {_failure_reason(errors, coord, pyspark_version, scala)}. "
+                f"Or copy the jars into {jar_dir} by hand and list them in "
+                f"{jar_dir / _MANIFEST}. " + " | ".join(errors)) from None
+    if not any(_artifact_of(j.name).startswith("delta-spark") for j in resolved):
+        raise SparkSetupError(f"resolving {coord} gave no delta-spark jar: "
+                              f"{', '.join(j.name for j in resolved) or 'nothing'}")
+    return [j.name for j in resolved]
+
+
+def _class_file_release(jar: str) -> int:
+    """The Java release the classes of ``jar`` were compiled for (8 for class version 52)."""
+    with zipfile.ZipFile(jar) as archive:
+        for name in archive.namelist():
+            if name.endswith(".class") and not name.startswith("META-INF/"):
+                header = archive.read(name)[:8]
+                return max(8, int.from_bytes(header[6:8], "big") - 44)
+    return 8
 
 
 def _ensure_logstore_jar(storage_jar: str, version: str) -> Path:
     source = _JAVA_SOURCE.read_bytes()
-    digest = hashlib.sha256(source + version.encode()).hexdigest()[:16]
+    # Compiled for the release delta-storage itself targets (Java 8 for Delta 3, 17 for Delta 4),
+    # so that it loads in every JVM that can load Delta.
+    release = _class_file_release(storage_jar)
+    digest = hashlib.sha256(source + f"{version}/{release}/{Path(storage_jar).name}".encode()) \
+        .hexdigest()[:16]
     target = cache_dir() / "logstore" / f"sbdelta-logstore-{digest}.jar"
     if target.is_file():
         return target
@@ -222,16 +365,16 @@ def _ensure_logstore_jar(storage_jar: str, version: str) -> Path:
             "javac was not found: sbdelta compiles its multi-process-safe Delta log store for "
             "local namespaces once. Install a JDK (not only a JRE), e.g. apt-get install "
             "openjdk-17-jdk-headless, or set JAVA_HOME to one.")
-    import pyspark
-
-    hadoop_api = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("hadoop-client-api-*.jar"))
+    hadoop_api = sorted(_pyspark_jars_dir().glob("hadoop-client-api-*.jar"))
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         classpath = os.pathsep.join([storage_jar, *map(str, hadoop_api)])
-        proc = subprocess.run([javac, "--release", "8", "-nowarn", "-d", tmp, "-cp", classpath,
-                               str(_JAVA_SOURCE)], capture_output=True, text=True)
+        proc = subprocess.run([javac, "--release", str(release), "-nowarn", "-d", tmp, "-cp",
+                               classpath, str(_JAVA_SOURCE)], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SparkSetupError(f"compiling the sbdelta log store failed: {proc.stderr[-1500:]}")
+            raise SparkSetupError(f"compiling the sbdelta log store (javac --release {release}, "
+                                  f"against {Path(storage_jar).name}) failed: "
+                                  f"{proc.stderr[-1500:]}")
         partial = target.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w") as jar:
             for cls in Path(tmp).rglob("*.class"):
@@ -272,7 +415,7 @@ def local_spark_conf(overrides: Optional[Mapping[str, str]] = None, *,
     conf.update(_DELTA_SESSION_CONF)
     jars = ensure_jars()
     if not multi_process_safe:
-        jars = jars[:2]
+        jars = jars[:-1]  # the log store is last
     existing = [j for j in conf.get("spark.jars", "").split(",") if j]
     conf["spark.jars"] = ",".join(existing + jars)
     if multi_process_safe:

@@ -15,7 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def spark():
     from sbdelta._spark import get_spark
 
-    session = get_spark(conf={"spark.app.name": "sbdelta-tests"})
+    conf = {"spark.app.name": "sbdelta-tests"}
+    # e.g. SBDELTA_TEST_SPARK_CONF="spark.sql.ansi.enabled=true" runs the suite on Spark 3.5
+    # under ANSI SQL, Spark 4's default (settings separated by ';').
+    for item in filter(None, os.environ.get("SBDELTA_TEST_SPARK_CONF", "").split(";")):
+        key, _, value = item.partition("=")
+        conf[key.strip()] = value.strip()
+    session = get_spark(conf=conf)
     yield session
     session.stop()
 

@@ -256,7 +256,12 @@ def find_commit(log, token: str, after: int) -> Optional[Tuple[int, int]]:
     """(version, rows written) of the commit after version ``after`` whose ``userMetadata`` is
     ``token``, read from the log's commit files (no Spark job); None when there is none (Delta
     records no commit for a write of no rows)."""
-    changes = log.getChanges(after + 1, False)
+    from py4j.protocol import Py4JError
+
+    try:
+        changes = log.getChanges(after + 1, False)  # Delta 3.x and 4.0/4.1
+    except Py4JError:  # later Delta: getChanges(startVersion, catalogTable, failOnDataLoss)
+        changes = log.getChanges(after + 1, getattr(log, "getChanges$default$2")(), False)
     while changes.hasNext():
         entry = changes.next()
         actions = entry._2()

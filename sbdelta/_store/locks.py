@@ -70,7 +70,10 @@ def seq_of_token(token: str) -> Optional[int]:
 
 
 def seq_of_token_sql(col: str) -> str:
-    return f"CAST(conv(substr(replace({col}, '-', ''), 17, 16), 16, 10) AS BIGINT)"
+    """The sequence number inside the lock token ``col``; NULL for any text that is not one
+    (TRY_CAST: under ANSI SQL, Spark 4's default, a CAST of a second half of 2^63 or more,
+    which a random UUID has every other time, would fail the query instead)."""
+    return f"TRY_CAST(conv(substr(replace({col}, '-', ''), 17, 16), 16, 10) AS BIGINT)"
 
 
 def lock_held_sql(now: datetime, token: str = "s._token", target: str = "t.") -> str:

@@ -18,8 +18,66 @@ def test_unresolvable_jars_are_explained(monkeypatch, tmp_path):
     monkeypatch.setenv("SBDELTA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(_spark, "_delta_version", lambda: "0.0.0-does-not-exist")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no mvn fallback beyond what the box has
-    with pytest.raises(SparkSetupError, match="cannot fetch the Delta jars io.delta:delta-spark"):
+    with pytest.raises(SparkSetupError, match="cannot fetch the Delta jars io.delta:delta-spark") \
+            as caught:
         _spark.ensure_jars()
+    # It says what was tried (Scala version, coordinate) and why it failed, not "the network".
+    text = str(caught.value)
+    assert f"Scala {_spark.scala_binary_version()}" in text
+    assert "Maven Central has no io.delta:delta-spark" in text
+
+
+def test_delta_coordinate_is_the_one_configure_spark_with_delta_pip_names():
+    """The jar resolved is the one delta-spark's own pip helper asks Spark for: Scala 2.12 for
+    Spark 3.5, 2.13 for Spark 4, and from delta-spark 4.1 the Spark release in the name."""
+    from importlib import metadata
+
+    import pyspark
+    from delta.pip_utils import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    builder = configure_spark_with_delta_pip(SparkSession.Builder())  # a fresh builder
+    scala = _spark.scala_binary_version()
+    assert scala == ("2.12" if pyspark.__version__.startswith("3.") else "2.13")
+    assert builder._options["spark.jars.packages"] == _spark.delta_coordinate(
+        metadata.version("delta-spark"), pyspark.__version__, scala)
+    assert _spark.delta_coordinate("3.3.2", "3.5.5", "2.12") == "io.delta:delta-spark_2.12:3.3.2"
+    assert _spark.delta_coordinate("4.0.1", "4.0.1", "2.13") == "io.delta:delta-spark_2.13:4.0.1"
+    assert (_spark.delta_coordinate("4.4.0", "4.1.1", "2.13")
+            == "io.delta:delta-spark_4.1_2.13:4.4.0")
+
+
+def test_resolved_jars_leave_out_what_spark_ships(monkeypatch, tmp_path):
+    """Every jar the resolution produced is used except those Spark has on its class path
+    already (Ivy names them org_artifact-version.jar, mvn artifact-version.jar)."""
+    spark_jars = tmp_path / "spark"
+    spark_jars.mkdir()
+    for name in ("scala-library-2.13.16.jar", "antlr4-runtime-4.13.1.jar",
+                 "spark-core_2.13-4.0.1.jar"):
+        (spark_jars / name).write_bytes(b"")
+    monkeypatch.setattr(_spark, "_pyspark_jars_dir", lambda: spark_jars)
+    resolved = [tmp_path / n for n in (
+        "io.delta_delta-spark_4.1_2.13-4.4.0.jar", "io.delta_delta-storage-4.4.0.jar",
+        "io.delta_delta-kernel-api-4.4.0.jar", "org.scala-lang_scala-library-2.13.17.jar",
+        "org.antlr_antlr4-runtime-4.13.1.jar", "delta-spark_2.13-4.0.1.jar",
+        "zstd-jni-1.5.5-4.jar")]
+    assert [j.name for j in _spark._beyond_spark(resolved)] == [
+        "io.delta_delta-spark_4.1_2.13-4.4.0.jar", "io.delta_delta-storage-4.4.0.jar",
+        "io.delta_delta-kernel-api-4.4.0.jar", "delta-spark_2.13-4.0.1.jar",
+        "zstd-jni-1.5.5-4.jar"]
+
+
+def test_jars_come_from_the_cache_without_resolving_again(monkeypatch):
+    """A second call finds the jars through the cache's manifest and resolves nothing."""
+    first = _spark.ensure_jars()
+
+    def no_network(*args):
+        raise AssertionError("resolved again")
+
+    monkeypatch.setattr(_spark, "_resolve", no_network)
+    assert _spark.ensure_jars() == first
+    assert first[-1].endswith(".jar") and "logstore" in first[-1]
+    assert any("delta-storage" in j for j in first) and any("delta-spark" in j for j in first)
 
 
 def test_existing_session_is_used_as_is(spark):
@@ -90,6 +148,10 @@ def test_the_class_archive_is_keyed_by_the_jdk_the_pyspark_install_and_the_jars(
     assert path.parent == tmp_path / "cds" and path.suffix == ".jsa"
     assert jvm_archive.archive_path(tmp_path, java_home, jars[:1]) != path
     assert jvm_archive.archive_path(tmp_path, java_home, [*jars, "/opt/a/x.jar"]) != path
+    real_version = jvm_archive._version_of
+    monkeypatch.setattr(jvm_archive, "_version_of", lambda name: "9.9.9")  # another Delta
+    assert jvm_archive.archive_path(tmp_path, java_home, jars) != path
+    monkeypatch.setattr(jvm_archive, "_version_of", real_version)
     other_java = tmp_path / "jdk"  # another JDK: its own java binary (same version text)
     (other_java / "bin").mkdir(parents=True)
     (other_java / "bin" / "java").symlink_to(f"{java_home}/bin/java")
