@@ -188,6 +188,14 @@ def msg_key(seq: int) -> str:
     return f"m{seq:019d}"
 
 
+def sessions_sql(session_ids) -> str:
+    """SQL that holds for the messages of the sessions ``session_ids`` (a session receive's,
+    or a sessions receiver's group)."""
+    from .delta import sql_literal
+
+    return f"session_id IN ({', '.join(sql_literal(s) for s in sorted(session_ids))})"
+
+
 def key_sql(seq_col: str) -> str:
     return f"concat('m', lpad(CAST({seq_col} AS STRING), 19, '0'))"
 

@@ -27,7 +27,7 @@ from .delta import sql_literal
 from .expiry import expiry_marks
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
                      INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED, TTL_EXPIRED_DESCRIPTION,
-                     TTL_EXPIRED_REASON, case_by_pid, key_sql, pid_list)
+                     TTL_EXPIRED_REASON, case_by_pid, key_sql, pid_list, sessions_sql)
 from .locks import Policy, conditions, expired_sql, grant
 
 #: The columns of ``{N}`` the plan reads (a subscription's rows may add :data:`REJECT_COLUMNS`).
@@ -57,7 +57,7 @@ class Grant:
 
     def sessions_sql(self) -> str:
         """SQL that holds for the held sessions' messages."""
-        return f"session_id IN ({', '.join(sql_literal(s) for s in self.session_ids)})"
+        return sessions_sql(self.session_ids)
 
 
 @dataclass(frozen=True)

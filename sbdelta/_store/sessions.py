@@ -30,7 +30,8 @@ from .delta import retry, sql_literal
 from . import rs
 from .inbox import inbox_range, scan_inbox
 from .layout import (ACTIVE, CONTROL_COLUMNS, DEFERRED, FRONTIER, MSG, PID_SHIFT, SCHEDULED,
-                     SESSION, frontier_at, sequence_number, session_key, start_version)
+                     SESSION, frontier_at, sequence_number, session_key, sessions_sql,
+                     start_version)
 from .locks import Policy, conditions, lock_token, lock_token_prefix
 from .reads import query
 
@@ -66,7 +67,7 @@ class SessionHold:
 
     def only_sql(self) -> str:
         """SQL that holds for the messages of the held sessions."""
-        return f"session_id IN ({', '.join(sql_literal(s) for s in self.session_ids)})"
+        return sessions_sql(self.members)
 
     def label(self) -> str:
         if len(self.members) == 1:
