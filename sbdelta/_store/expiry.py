@@ -9,13 +9,18 @@ Two kinds of messages need it:
   crash-safe move of :mod:`.deadletter`; batches repeat until none is left, so every partition
   is visited whatever the batch size.
 * messages never received (still only in the inbox, past their partition's frontier) that
-  expired. Registration happens in order, so they cannot simply be registered; instead each
-  gets a ``CANCELLED`` tombstone under its key, which registration honours (the row is never
-  delivered) and counts leave out. With dead-lettering on expiration the message is first
-  copied into the dead-letter table (insert-if-absent by key, so a repeated sweep copies it
-  once), then tombstoned. On entities with duplicate detection these rows are left to the
-  receive path, which checks the duplicate history as it registers them (TTL-4 lets expired
-  messages linger until then).
+  expired, or that a subscription refuses (its admission gave them a dead-letter reason: a
+  filter that failed to evaluate where the subscription dead-letters on filter evaluation
+  exceptions, or a topic message without a session id on a session subscription, SESS-1).
+  Registration happens in order, so they cannot simply be registered; instead each gets a
+  ``CANCELLED`` tombstone under its key, which registration honours (the row is never
+  delivered) and counts leave out. A refused message, and an expired one where the entity
+  dead-letters on expiration, is first copied into the dead-letter table with its reason
+  (insert-if-absent by key, so a repeated sweep copies it once), then tombstoned. Only the
+  sweep reaches a refused message in a partition of a session subscription no session of
+  which is ever received from (receives read only their sessions' partitions). On entities
+  with duplicate detection these rows are left to the receive path, which checks the
+  duplicate history as it registers them (TTL-4 lets expired messages linger until then).
 
 Counts come from the rows each batch committed, so a report says what was done.
 """
@@ -46,6 +51,8 @@ class SweepCounts:
     expired_dropped: int = 0
     max_delivery_dead_lettered: int = 0
     unfinished_moves: int = 0
+    #: Never-received messages a subscription refused (see the module), dead-lettered.
+    refused_dead_lettered: int = 0
 
     def add(self, other: "SweepCounts") -> None:
         for name in self.__dataclass_fields__:
@@ -134,8 +141,9 @@ def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run:
 
 
 def _inbox_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool):
-    """Expired messages never received: copy to the dead-letter table (if the entity says so),
-    then tombstone them so that registration skips them."""
+    """Never-received messages that expired or that a subscription refuses: copy to the
+    dead-letter table (refused ones always, expired ones if the entity says so), then
+    tombstone them so that registration skips them."""
     from pyspark.sql import functions as F
 
     if policy.duplicate_detection is not None:
@@ -148,29 +156,44 @@ def _inbox_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool
     lo = min(start_version(f) for f in lagging.values())
     known = store.messages().where(f"pid IN ({pid_list(lagging)}) AND kind = '{MSG}'") \
         .select("pid", "k")
-    rows = (inbox_range(store, lagging, frontiers, lo, latest)
-            .where(f"kind = '{MSG}' AND {expired_sql(policy, now, dead_letter=False)}")
+    rows = inbox_range(store, lagging, frontiers, lo, latest)
+    # A subscription's admission names the messages it refuses (as registration reads them:
+    # a refusal wins over expiry and over a schedule).
+    refused = ("dead_letter_reason IS NOT NULL" if "dead_letter_reason" in rows.columns
+               else "FALSE")
+    rows = (rows.where(f"kind = '{MSG}' AND (({refused}) OR "
+                       f"{expired_sql(policy, now, dead_letter=False)})")
+            .withColumn("_refused", F.expr(refused))
             .withColumn("k", F.expr(key_sql("seq")))
             .join(known, ["pid", "k"], "left_anti"))
-    if dry_run:
-        n = rows.count()
-        dead = policy.dead_letter_on_expiration
-        return SweepCounts(expired_dead_lettered=n if dead else 0,
-                           expired_dropped=0 if dead else n), False
-    rows = (rows.orderBy("pid", "seq").limit(batch)
-            .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
-            .withColumn("rev", F.lit(0).cast("bigint"))
-            .localCheckpoint(eager=True))
-    n = rows.count()
-    if n == 0:
-        return SweepCounts(), False
+    if not dry_run:
+        rows = (rows.orderBy("pid", "seq").limit(batch)
+                .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
+                .withColumn("rev", F.lit(0).cast("bigint"))
+                .localCheckpoint(eager=True))
+    tally = rows.agg(F.count(F.lit(1)).alias("n"),
+                     F.count(F.when(F.col("_refused"), 1)).alias("refused")).collect()[0]
+    dead = policy.dead_letter_on_expiration
+    expired = tally.n - tally.refused
+    counts = SweepCounts(expired_dead_lettered=expired if dead else 0,
+                         expired_dropped=0 if dead else expired,
+                         refused_dead_lettered=tally.refused)
+    if dry_run or tally.n == 0:
+        return counts, False
     pids = [r.pid for r in rows.select("pid").distinct().collect()]
-    if policy.dead_letter_on_expiration:
-        copy = to_source(rows.withColumn("state", F.lit(ACTIVE))
-                         .withColumn("delivery_count", F.lit(0))
-                         .withColumn("dead_letter_reason", F.lit(TTL_EXPIRED_REASON))
-                         .withColumn("dead_letter_error_description",
-                                     F.lit(TTL_EXPIRED_DESCRIPTION))).drop("_out")
+    if dead or tally.refused:
+        reason, description = ((F.col(c) for c in ("dead_letter_reason",
+                                                   "dead_letter_error_description"))
+                               if tally.refused else (F.lit(None), F.lit(None)))
+        copy = to_source(
+            rows.where(F.col("_refused") | F.lit(dead))
+            .withColumn("state", F.lit(ACTIVE))
+            .withColumn("delivery_count", F.lit(0))
+            .withColumn("dead_letter_reason",
+                        F.when(F.col("_refused"), reason).otherwise(F.lit(TTL_EXPIRED_REASON)))
+            .withColumn("dead_letter_error_description",
+                        F.when(F.col("_refused"), description)
+                        .otherwise(F.lit(TTL_EXPIRED_DESCRIPTION)))).drop("_out")
         merge(store.spark, store.dead_letter_store().messages_path, copy,
               f"ON t.pid IN ({pid_list(pids)}) AND t.pid = s.pid AND t.k = s.k "
               f"WHEN NOT MATCHED THEN INSERT ({', '.join(COLUMN_NAMES)}) "
@@ -180,6 +203,4 @@ def _inbox_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool
                            .withColumn("state", F.lit(CANCELLED))
                            .withColumn("_op", F.lit("insert"))).drop("_out")
     apply_df(store, tombstones, pids, now)
-    dead = policy.dead_letter_on_expiration
-    return SweepCounts(expired_dead_lettered=n if dead else 0,
-                       expired_dropped=0 if dead else n), n >= batch
+    return counts, tally.n >= batch

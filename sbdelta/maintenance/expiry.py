@@ -27,12 +27,16 @@ class EntityExpiry:
     expired_dropped: int = 0
     max_delivery_dead_lettered: int = 0
     unfinished_moves: int = 0
+    #: Never-received messages a subscription refuses (a topic message without a session id
+    #: on a session subscription, a filter that failed to evaluate), dead-lettered.
+    refused_dead_lettered: int = 0
 
     @property
     def total(self) -> int:
         """Every message the sweep handled on this entity."""
         return (self.expired_dead_lettered + self.expired_dropped
-                + self.max_delivery_dead_lettered + self.unfinished_moves)
+                + self.max_delivery_dead_lettered + self.unfinished_moves
+                + self.refused_dead_lettered)
 
 
 @dataclass
@@ -49,12 +53,13 @@ class ExpiryReport(Visits):
             lines.append(
                 f"  {e.entity:<30} {verb}: expired->DLQ {e.expired_dead_lettered}, "
                 f"expired dropped {e.expired_dropped}, max-delivery->DLQ "
-                f"{e.max_delivery_dead_lettered}, unfinished DLQ moves {e.unfinished_moves}")
+                f"{e.max_delivery_dead_lettered}, unfinished DLQ moves {e.unfinished_moves}, "
+                f"refused->DLQ {e.refused_dead_lettered}")
         t = self.totals()
         lines.append(f"  {'total':<30} expired->DLQ {t['expired_dead_lettered']}, expired "
                      f"dropped {t['expired_dropped']}, max-delivery->DLQ "
                      f"{t['max_delivery_dead_lettered']}, unfinished DLQ moves "
-                     f"{t['unfinished_moves']}")
+                     f"{t['unfinished_moves']}, refused->DLQ {t['refused_dead_lettered']}")
         return "\n".join(lines)
 
 
@@ -69,7 +74,9 @@ def expire_messages(namespace: str, *, entities: Optional[Sequence[str]] = None,
     queue with ``TTLExpiredException`` when the queue dead-letters on expiration, else they are
     dropped (TTL-6), whether or not they were ever received; ones at ``max_delivery_count``
     move with ``MaxDeliveryCountExceeded`` (RECV-5); dead-letter moves a crash left half done
-    are finished. Messages still locked are left alone (TTL-5). The report counts what was
+    are finished. Topic messages a subscription refuses and nobody received yet (without a
+    session id on a session subscription, SESS-1; a filter that failed to evaluate where the
+    subscription dead-letters on it) move to its dead-letter queue with their reason. Messages still locked are left alone (TTL-5). The report counts what was
     committed (a dry run: what was found).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

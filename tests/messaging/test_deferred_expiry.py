@@ -73,7 +73,7 @@ def test_ttl_5_ttl_6_sweep_dead_letters_expired_deferred_messages_once_unlocked(
     clock.advance(timedelta(seconds=30))  # the lock on "held" ended: expiry applies now
     assert sweep(ns, name, clock, spark) == {
         "expired_dead_lettered": 1, "expired_dropped": 0, "max_delivery_dead_lettered": 0,
-        "unfinished_moves": 0}
+        "unfinished_moves": 0, "refused_dead_lettered": 0}
     assert dead_letters(client, name) == {"free": "TTLExpiredException",
                                           "held": "TTLExpiredException"}
     assert counts(admin, name) == {"active": 0, "scheduled": 0, "deferred": 0, "dead": 2}
@@ -91,7 +91,7 @@ def test_ttl_6_sweep_drops_expired_deferred_messages_without_dead_lettering(
     clock.advance(timedelta(seconds=30))
     assert sweep(ns, name, clock, spark) == {
         "expired_dead_lettered": 0, "expired_dropped": 1, "max_delivery_dead_lettered": 0,
-        "unfinished_moves": 0}
+        "unfinished_moves": 0, "refused_dead_lettered": 0}
     assert dead_letters(client, name) == {}
     assert counts(admin, name) == {"active": 0, "scheduled": 0, "deferred": 0, "dead": 0}
     with pytest.raises(MessageNotFoundError):

@@ -211,6 +211,85 @@ def test_sess_1_a_topic_message_without_session_id_goes_to_a_session_subscriptio
                        ignore_nullable=True)
 
 
+def test_sess_4_auto_lock_renewer_keeps_a_sessions_receivers_group(client, queue, clock):
+    """``AutoLockRenewer.register(receiver, receiver.session)`` with a sessions receiver: one
+    renewal commit keeps every session of the group and the messages handed out under it, so
+    they can be settled after their first lock would have ended; the closed group leaves the
+    renewer quietly."""
+    import time
+
+    from sbdelta import AutoLockRenewer
+
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, "a-1", "b-1", "b-2")
+    failures = []
+    renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05,
+                              on_lock_renew_failure=lambda s, e: failures.append((s, e)))
+    with client.get_queue_sessions_receiver(name, max_session_count=2) as receiver:
+        df = receiver.receive_dataframe(10)
+        renewer.register(receiver, receiver.session)
+        clock.advance(timedelta(seconds=20))  # under half the lock left: due
+        deadline = time.monotonic() + 60
+        while renewer.renewals == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)  # waits for the renewer thread, not for a lock duration
+        assert receiver.session.locked_until_utc == clock.now() + LOCK
+        clock.advance(timedelta(seconds=12))  # past the first lock: the messages' moved too
+        receiver.complete_messages(df)
+        assert sorted(receiver.session.session_ids) == ["a", "b"]
+    time.sleep(0.3)  # a few renewer rounds: the released group leaves quietly
+    renewer.close()
+    assert (renewer.renewals, failures) == (1, [])
+    assert client.get_queue_receiver(name, session_id="b").peek_messages(10) == []
+
+
+def test_sess_1_ttl_6_the_sweep_dead_letters_sessionless_messages_no_session_receive_reads(
+        spark, ns, admin, client, clock):
+    """SESS-1 on a partitioned topic: a message without a session id whose partition no
+    session of the subscription lives in is never read by a session receive (they read their
+    sessions' partitions only). The expiry sweep moves it to the subscription's dead-letter
+    queue with Service Bus's reason, once; until then it is in neither count."""
+    from sbdelta import ServiceBusSubQueue
+    from sbdelta._store import key_partition
+    from sbdelta.maintenance import expire_messages
+
+    admin.create_topic("t-stranded", enable_partitioning=True)
+    admin.create_subscription("t-stranded", "ordered", requires_session=True)
+    home = key_partition("s", 16)
+    stranded = next(f"m{i}" for i in range(100) if key_partition(f"m{i}", 16) != home)
+    client.get_topic_sender("t-stranded").send_messages(
+        [ServiceBusMessage("a", message_id="with", session_id="s"),
+         ServiceBusMessage("b", message_id=stranded)])
+    with client.get_subscription_receiver("t-stranded", "ordered",
+                                          session_id=NEXT_AVAILABLE_SESSION) as receiver:
+        got = receiver.receive_messages(10)
+        assert [m.message_id for m in got] == ["with"]
+        receiver.complete_messages(got)
+    runtime = admin.get_subscription_runtime_properties
+    counts = runtime("t-stranded", "ordered")  # bound for the DLQ, still in the inbox
+    assert (counts.active_message_count, counts.dead_letter_message_count) == (0, 0)
+    path = "t-stranded/Subscriptions/ordered"
+    report = expire_messages(ns, entities=[path], clock=clock, spark=spark)
+    assert report.totals()["refused_dead_lettered"] == 1 and "refused->DLQ 1" in str(report)
+    assert expire_messages(ns, entities=[path], clock=clock,
+                           spark=spark).totals()["refused_dead_lettered"] == 0  # once
+    counts = runtime("t-stranded", "ordered")
+    assert (counts.active_message_count, counts.dead_letter_message_count) == (0, 1)
+    dead = client.get_subscription_receiver("t-stranded", "ordered",
+                                            sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    expected = spark.createDataFrame(
+        [(stranded, None, "Session id is null.",
+          "Session enabled entity doesn't allow a message whose session identifier is null.")],
+        "message_id STRING, session_id STRING, dead_letter_reason STRING, "
+        "dead_letter_error_description STRING")
+    assert_df_equality(dead.receive_dataframe(10).select(*expected.columns), expected,
+                       ignore_nullable=True)
+    with pytest.raises(OperationTimeoutError):  # nothing left for any session
+        with client.get_subscription_receiver("t-stranded", "ordered",
+                                              session_id=NEXT_AVAILABLE_SESSION,
+                                              max_wait_time=0) as receiver:
+            receiver.receive_messages(10)
+
+
 def test_sess_2_a_session_dataframe_receive_reads_past_other_sessions_commits(
         spark, client, queue):
     """A session receive reads the inbox until it has found the batch among its own

@@ -1,8 +1,11 @@
 """Commits from several processes to one local table are never lost or overwritten.
 
 Delta's default LocalLogStore can let two processes both write version N (one commit silently
-vanishes); sbdelta's link(2) log store makes put-if-absent atomic across processes. Run with
-SBDELTA_TEST_UNSAFE_LOGSTORE=1 to see this test fail with the default log store.
+vanishes); sbdelta's link(2) log store makes put-if-absent atomic across processes. Two
+writers commit through Spark with it, the third through delta-rs (whose local commits are an
+atomic create-if-absent too, issue 16): the race is Spark against Spark and Spark against
+delta-rs. Run with SBDELTA_TEST_UNSAFE_LOGSTORE=1 to see this test fail with the default log
+store.
 """
 
 import json
@@ -15,6 +18,7 @@ import pytest
 from tests.conftest import run_python
 
 WORKERS = 3
+ENGINES = ["spark", "spark", "delta-rs"]  # worker -> how it commits
 COMMITS = int(os.environ.get("SBDELTA_TEST_COMMITS", "15"))  # every 3rd is a MERGE
 
 
@@ -23,8 +27,8 @@ def test_concurrent_processes_lose_no_commit(spark, tmp_path):
     table = str(tmp_path / "shared_table")
     spark.sql(f"CREATE TABLE delta.`{table}` (worker INT, i INT, kind STRING) USING delta")
     safe = "0" if os.environ.get("SBDELTA_TEST_UNSAFE_LOGSTORE") == "1" else "1"
-    procs = [run_python("-m", "tests.workers.commit_worker", table, str(w), str(COMMITS), safe)
-             for w in range(WORKERS)]
+    procs = [run_python("-m", "tests.workers.commit_worker", table, str(w), str(COMMITS), safe,
+                        ENGINES[w]) for w in range(WORKERS)]
     reports = []
     for proc in procs:
         out, err = proc.communicate(timeout=900)

@@ -3,14 +3,17 @@ valid locks, none twice.
 
 Rules RECV-3 (exclusive locks across processes), SEND-3 (unique sequence numbers under
 concurrent senders), TOPIC-1/2 (each subscription its own copy, through its rules) and the
-crash-safety of the dead-letter move. Each worker is a separate
-Python process with its own Spark driver (tests/workers/broker_worker.py).
+crash-safety of the dead-letter move. The workers are tests/workers/broker_worker.py: the
+receivers, the chaos workers and one maintenance loop are separate Python processes, each with
+its own Spark driver or none (delta-rs); the stress test's sender and other maintenance loop
+run in threads of the test's process.
 """
 
 import json
 import os
 import random
 import signal
+import threading
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -21,6 +24,7 @@ from sbdelta import ManualClock, ServiceBusClient, ServiceBusSubQueue
 from sbdelta.management import ServiceBusAdministrationClient
 
 from ..conftest import output_tail, run_logged
+from ..workers import broker_worker
 from .checks import check_every_message_once, read_log as _read
 
 # Messages per queue: the suite runs the stress at 300 on each of two queues (600 in all); the
@@ -84,17 +88,21 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     queues = ",".join(QUEUES)
     logs = [str(tmp_path / f"{name}.log") for name in ("sender", "r1", "r2")]
     jobs = [str(tmp_path / f"maintain{i}.log") for i in range(2)]
-    procs = [run_logged(logs[0] + ".out", "-m", "tests.workers.broker_worker", "send", ns,
-                        f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100")]
+    # The sender and one maintenance loop run in threads of this process, on its Spark
+    # session: the receivers and the other maintenance loop are processes of their own, so
+    # every race is still between processes, and the machine runs three JVMs, not five.
+    sender = _in_thread(["send", ns, f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100"],
+                        spark)
     # Mixed engines (issue 16): r1 reads, receives and settles through Spark (engine "spark"),
     # r2 through delta-rs (auto: its queue receives plan in DataFusion and commit with
     # delta-rs's MERGE; its subscription and session receives plan in Spark).
-    procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
-                         f"{queues},{RELAYED},{subs[own]},{subs['shared']}", log, "1500", "200",
-                         env={"SBDELTA_ENGINE": engine})
-              for log, own, engine in zip(logs[1:], ("all", "even"), ("spark", "auto"))]
-    procs += [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "maintain", ns,
-                         f"{queues},topic:{TOPIC}", log) for log in jobs]
+    procs = [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
+                        f"{queues},{RELAYED},{subs[own]},{subs['shared']}", log, "1500", "200",
+                        env={"SBDELTA_ENGINE": engine})
+             for log, own, engine in zip(logs[1:], ("all", "even"), ("spark", "auto"))]
+    procs.append(run_logged(jobs[1] + ".out", "-m", "tests.workers.broker_worker", "maintain",
+                            ns, f"{queues},topic:{TOPIC}", jobs[1]))
+    maintainer = _in_thread(["maintain", ns, f"{queues},topic:{TOPIC}", jobs[0]], spark)
     expected = {q: [f"{q}-m{n}" for n in range(MESSAGES)] for q in QUEUES}
     expected.update({path: [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES)
                             if SUBSCRIPTIONS[sub](n)]
@@ -102,29 +110,35 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
                         if sub in COPIES and COPIES[sub](n)] for sub, path in subs.items()})
     expected[RELAYED] = [f"topic:{TOPIC}-m{n}" for n in range(MESSAGES) if n % 2 == 1]
     total = sum(len(ids) for ids in expected.values())
+
+    def someone_stopped():
+        return any(p.poll() is not None for p in procs) or not maintainer.is_alive()
+
     try:
-        procs[0].wait(timeout=1200)
-        assert procs[0].returncode == 0, output_tail(procs[0])
+        sender.finish(timeout=1200)
         deadline = time.monotonic() + 1500
         while time.monotonic() < deadline:
             done = sum(1 for log in logs[1:] for r in _read(log) if r["event"] == "completed")
-            if done >= total or any(p.poll() is not None for p in procs[1:]):
+            if done >= total or someone_stopped():
                 break
             time.sleep(2)
         # Once drained, stop as soon as each job finished a round and their compactions
         # removed inbox rows (asserted below); the rounds ran while the others worked.
         while time.monotonic() < deadline and not _maintained(jobs):
-            if any(p.poll() is not None for p in procs[1:]):
+            if someone_stopped():
                 break
             time.sleep(2)
         for log in logs[1:] + jobs:
             open(log + ".stop", "w").close()
-        _wait(procs[1:], 600)
+        _wait(procs, 600)
+        maintainer.finish(timeout=600)
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-    for proc in procs[1:]:
+        for log in jobs:
+            open(log + ".stop", "w").close()  # ends the maintenance thread, whatever failed
+    for proc in procs:
         assert proc.returncode == 0, output_tail(proc)
 
     records = [r for log in logs[1:] for r in _read(log)]
@@ -149,6 +163,32 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     maintained = {log: [r for r in _read(log) if r["event"] == "maintained"] for log in jobs}
     assert all(rounds for rounds in maintained.values()), maintained
     assert _purged(maintained) > 0
+
+
+class _Worker(threading.Thread):
+    """A worker of tests/workers/broker_worker.py run in a thread of the test's process."""
+
+    def __init__(self, argv, spark):
+        super().__init__(daemon=True, name=f"broker-worker-{argv[0]}")
+        self.argv, self.spark, self.error = argv, spark, None
+
+    def run(self):
+        try:
+            broker_worker.main(self.argv, spark=self.spark)
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.error = exc
+
+    def finish(self, timeout):
+        self.join(timeout)
+        assert not self.is_alive(), f"the {self.argv[0]} thread did not end in {timeout} s"
+        if self.error is not None:
+            raise AssertionError(f"the {self.argv[0]} thread failed") from self.error
+
+
+def _in_thread(argv, spark) -> _Worker:
+    worker = _Worker(argv, spark)
+    worker.start()
+    return worker
 
 
 def _report_conflicts(records):

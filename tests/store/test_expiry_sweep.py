@@ -44,13 +44,14 @@ def test_ttl_6_recv_5_sweep_dead_letters_expired_and_exhausted_messages(spark, n
         dry = expire_messages(namespace, clock=clock, dry_run=True, spark=spark)
         # rule TTL-6: "never-received" expired in the inbox and is dropped too (issue 12, 7).
         assert dry.totals() == {"expired_dead_lettered": 1, "expired_dropped": 2,
-                                "max_delivery_dead_lettered": 1, "unfinished_moves": 0}
+                                "max_delivery_dead_lettered": 1, "unfinished_moves": 0,
+                                "refused_dead_lettered": 0}
         assert "dry run" in str(dry)
         report = expire_messages(namespace, clock=clock, spark=spark)
         assert report.totals() == dry.totals() and report.entities_visited == 2
         assert expire_messages(namespace, clock=clock, spark=spark).totals() == {
             "expired_dead_lettered": 0, "expired_dropped": 0, "max_delivery_dead_lettered": 0,
-            "unfinished_moves": 0}  # idempotent
+            "unfinished_moves": 0, "refused_dead_lettered": 0}  # idempotent
         dead = {str(m): m.dead_letter_reason for m in _dlq(client, "expiring").peek_messages(
             5, sequence_number=0)}
         assert dead == {"ttl": "TTLExpiredException", "tired": "MaxDeliveryCountExceeded"}

@@ -59,7 +59,9 @@ def _receiver(client, admin, spec):
     return client.get_queue_receiver(spec), admin.get_queue(spec).lock_duration.total_seconds()
 
 
-def main(argv):
+def main(argv, spark=None):
+    """Run one worker; ``spark``: the session to use (a test running a worker in a thread of
+    its own process passes its session), else the worker's own."""
     mode, namespace, queues, log_path = argv[:4]
     queues = queues.split(",")
     from sbdelta import ServiceBusClient, ServiceBusMessage, SystemClock
@@ -68,7 +70,7 @@ def main(argv):
     from sbdelta.management import ServiceBusAdministrationClient
 
     clock = SystemClock()
-    client = ServiceBusClient(namespace, clock=clock)
+    client = ServiceBusClient(namespace, clock=clock, spark=spark)
     if os.environ.get("SBDELTA_TEST_GO") and os.environ.get("SBDELTA_ENGINE") == "spark":
         client.spark  # noqa: B018 - start the JVM now, before the go file
     with open(log_path, "a") as log:
@@ -97,18 +99,18 @@ def main(argv):
             # The stop file is looked at between the steps too: a round takes minutes on a
             # loaded machine, and the test need not wait for one it no longer looks at.
             while not stopped():
-                expired = expire_messages(namespace, entities=entities)
+                expired = expire_messages(namespace, entities=entities, spark=spark)
                 if stopped():
                     break
-                forwarded = forward_messages(namespace, entities=entities)
+                forwarded = forward_messages(namespace, entities=entities, spark=spark)
                 if stopped():
                     break
-                compacted = compact(namespace, entities=entities)
+                compacted = compact(namespace, entities=entities, spark=spark)
                 rounds += 1
                 _log(log, event="maintained", round=rounds, expired=expired.totals(),
                      forwarded=forwarded.totals(), compacted=compacted.totals())
             return
-        admin = ServiceBusAdministrationClient(namespace)
+        admin = ServiceBusAdministrationClient(namespace, spark=spark)
         receivers = {q: _receiver(client, admin, q) for q in queues}
         if mode == "receive":
             stop_after, batch = float(argv[4]), int(argv[5])

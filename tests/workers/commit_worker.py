@@ -1,44 +1,73 @@
-"""A separate process that commits many times to one Delta table (appends and MERGEs).
+"""A separate process that commits many times to one Delta table (appends and MERGEs), through
+Spark (sbdelta's log store, or Delta's default one) or through delta-rs (no JVM).
 
-Usage: python -m tests.workers.commit_worker TABLE WORKER_ID COMMITS SAFE(0|1)
+Usage: python -m tests.workers.commit_worker TABLE WORKER_ID COMMITS SAFE(0|1) [spark|delta-rs]
 Prints one JSON line: {"worker": id, "appends": n, "merges": n, "conflicts": n}.
 """
 
 import json
 import sys
 
-from sbdelta._spark import get_spark
 from sbdelta._store.delta import RetryPolicy, is_conflict, retry, retry_policy
+
+
+def _spark_writer(table, worker, safe):
+    from sbdelta._spark import get_spark
+
+    spark = get_spark(conf={"spark.app.name": f"commit-worker-{worker}"},
+                      multi_process_safe=safe)
+
+    def commit(i, kind):
+        row = spark.createDataFrame([(worker, i, kind)], "worker INT, i INT, kind STRING")
+        if kind == "append":
+            row.write.format("delta").mode("append").save(table)
+            return
+        row.createOrReplaceTempView(f"src_{worker}")
+        spark.sql(f"MERGE INTO delta.`{table}` t USING src_{worker} s "
+                  "ON t.worker = s.worker AND t.i = s.i WHEN NOT MATCHED THEN INSERT *"
+                  ).collect()
+
+    return commit
+
+
+def _delta_rs_writer(table, worker):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    schema = pa.schema([("worker", pa.int32()), ("i", pa.int32()), ("kind", pa.string())])
+
+    def commit(i, kind):
+        row = pa.table({"worker": [worker], "i": [i], "kind": [kind]}, schema=schema)
+        if kind == "append":
+            write_deltalake(table, row, mode="append")
+            return
+        (DeltaTable(table).merge(row, "t.worker = s.worker AND t.i = s.i", source_alias="s",
+                                 target_alias="t")
+         .when_not_matched_insert_all().execute())
+
+    return commit
 
 
 def main() -> None:
     table, worker, commits, safe = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-    spark = get_spark(conf={"spark.app.name": f"commit-worker-{worker}"},
-                      multi_process_safe=safe)
-    counts = {"worker": worker, "appends": 0, "merges": 0, "conflicts": 0}
+    engine = sys.argv[5] if len(sys.argv) > 5 else "spark"
+    commit = (_delta_rs_writer(table, worker) if engine == "delta-rs"
+              else _spark_writer(table, worker, safe))
+    counts = {"worker": worker, "engine": engine, "appends": 0, "merges": 0, "conflicts": 0}
     for i in range(commits):
-        row = spark.createDataFrame([(worker, i, "append" if i % 3 else "merge")],
-                                    "worker INT, i INT, kind STRING")
-        if i % 3:
-            row.write.format("delta").mode("append").save(table)
-            counts["appends"] += 1
-        else:
-            row.createOrReplaceTempView(f"src_{worker}")
+        kind = "append" if i % 3 else "merge"
 
-            def merge():
-                try:
-                    return spark.sql(
-                        f"MERGE INTO delta.`{table}` t USING src_{worker} s "
-                        "ON t.worker = s.worker AND t.i = s.i WHEN NOT MATCHED THEN INSERT *"
-                    ).collect()
-                except Exception as exc:
-                    if is_conflict(exc):
-                        counts["conflicts"] += 1
-                    raise
+        def attempt():
+            try:
+                return commit(i, kind)
+            except Exception as exc:
+                if is_conflict(exc):
+                    counts["conflicts"] += 1
+                raise
 
-            with retry_policy(RetryPolicy(attempts=200, max_seconds=600)):
-                retry(merge, what="test merge")
-            counts["merges"] += 1
+        with retry_policy(RetryPolicy(attempts=200, max_seconds=600)):
+            retry(attempt, what=f"test {kind}")
+        counts["appends" if kind == "append" else "merges"] += 1
     print(json.dumps(counts), flush=True)
 
 
