@@ -7,8 +7,9 @@ verb on to the module that owns it.
 """
 
 from .codec import inbox_rows
-from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, local_path, optimize,
-                    retry, retry_policy, sql_literal, storage_errors, vacuum)
+from .delta import (DEFAULT_RETRY, RetryPolicy, checkpoint, latest_version, optimize, retry,
+                    retry_policy, storage_errors, vacuum)
+from .literals import local_path, sql_literal
 from .engines import ENGINES, Engine, resolve_engine
 from .faults import refused, storage_fault, storage_refusal
 from .expiry import DEFAULT_BATCH as DEFAULT_SWEEP_BATCH

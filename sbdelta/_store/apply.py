@@ -32,7 +32,8 @@ from datetime import datetime
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from . import rs
-from .delta import merge, run_guarded, sql_literal, values_relation
+from .delta import merge, run_guarded, values_relation
+from .literals import sql_literal
 from .layout import (COLUMN_NAMES, COMPLETED, CONTROL_COLUMNS, DEADLETTERING, MAX_DELIVERY_REASON,
                      MESSAGES_COLUMNS, SCHEDULED, pid_list)
 from .locks import lock_held_sql

@@ -36,7 +36,7 @@ from .._message_fields import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS
 from .._size import SIZE_RULE, byte_length, message_size
 from ..exceptions import (MessageSizeExceededError, ServiceBusError,
                           ServiceBusInvalidOperationError)
-from .delta import guard
+from .guards import guard
 from .layout import MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, PING, PING_CONTENT_TYPE
 
 # -- SEND-5: the size rule (sbdelta._size) as a Column ------------------------------------

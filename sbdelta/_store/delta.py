@@ -4,7 +4,8 @@ Every state change in sbdelta is ONE Delta operation whose condition carries its
 When a precondition does not hold, the operation must write nothing; Delta's MERGE has no
 "abort" clause, so a clause that hits a broken precondition evaluates ``raise_error`` with a
 ``SBDELTA_GUARD:<code>`` marker: the job fails, the transaction never commits, and
-:func:`guard_code` recovers the code from the exception to raise the matching sbdelta error.
+:func:`.guards.guard_code` recovers the code from the exception (:mod:`.guards`), and
+:data:`GUARD_ERRORS` says which sbdelta error it raises.
 
 Commit conflicts (Delta's optimistic concurrency) are not errors to the user: :func:`retry`
 repeats the whole read-decide-write step with jittered backoff, and only after it keeps losing
@@ -14,7 +15,6 @@ raises :class:`~sbdelta.exceptions.CommitConflictError` (retryable).
 from __future__ import annotations
 
 import logging
-import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,15 +29,11 @@ from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotF
                           ServiceBusError, ServiceBusQuotaExceededError)
 
 from .faults import storage_fault
+from .guards import GuardTripped, guard_code
+from .literals import sql_literal
 
 log = logging.getLogger("sbdelta")
 T = TypeVar("T")
-
-GUARD_PREFIX = "SBDELTA_GUARD:"
-# The marker as a failed job reports it ("RuntimeException: SBDELTA_GUARD:CODE"), not as the
-# plan or SQL text of an analysis error quotes it ("raise_error(SBDELTA_GUARD:CODE, ...)"):
-# a query that never ran tripped no guard.
-_GUARD_RE = re.compile(r"(?<![('\"\w])" + GUARD_PREFIX + r"([A-Za-z_]+)")
 
 # Delta's Python conflict classes share no usable base class; the Java names cover errors that
 # arrive unconverted (for example wrapped in a Py4JJavaError from a JVM call).
@@ -63,14 +59,6 @@ def _delta_rs_conflict() -> tuple:
     return (CommitFailedError,)
 
 
-class GuardTripped(Exception):
-    """Internal: a precondition guard aborted a Delta operation; nothing was written."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
-
-
 #: The one table from guard codes to public errors. STALE never reaches a caller (it is retried).
 GUARD_ERRORS = {
     "LOCK_LOST": MessageLockLostError,
@@ -84,17 +72,6 @@ GUARD_ERRORS = {
 def guard_error(tripped: GuardTripped, detail: str) -> ServiceBusError:
     """The public error for a tripped guard; ``detail`` says what failed and what to do."""
     return GUARD_ERRORS.get(tripped.code, ServiceBusError)(detail)
-
-
-def guard(code: str) -> str:
-    """A SQL expression that aborts the surrounding Delta operation with ``code``."""
-    return f"raise_error('{GUARD_PREFIX}{code}')"
-
-
-def guard_code(exc: BaseException) -> Optional[str]:
-    """The guard code carried by an exception raised from a guarded operation, if any."""
-    match = _GUARD_RE.search(str(exc))
-    return match.group(1) if match else None
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -314,38 +291,6 @@ def values_relation(spark, data: Sequence[tuple], columns: Sequence[Tuple[str, s
             names = ", ".join(name for name, _ in columns)
             return spark.sql(f"SELECT * FROM VALUES {', '.join(rows)} AS v({names})")
     return spark.createDataFrame(list(data), ", ".join(f"{n} {k}" for n, k in columns))
-
-
-def local_path(uri: str) -> Optional[str]:
-    """The local file system path of a ``file:`` URI (or a bare absolute path), else None."""
-    import re
-
-    if uri.startswith("file:"):
-        return re.sub(r"^file:(//)?", "", uri)
-    return uri if uri.startswith("/") else None
-
-
-def sql_literal(value) -> str:
-    """A SQL literal for a str, int, bool, bytes, None or datetime (aware, or naive local time
-    as PySpark returns timestamps)."""
-    from datetime import datetime, timezone
-
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, datetime):
-        # The offset makes the instant independent of spark.sql.session.timeZone, which is
-        # how Spark would read a bare 'yyyy-mm-dd hh:mm:ss' (broker times are UTC instants).
-        text = value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-        return f"TIMESTAMP '{text}+00:00'"
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(value, (bytes, bytearray)):
-        return f"X'{bytes(value).hex()}'"
-    raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
 def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",

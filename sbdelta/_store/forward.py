@@ -32,7 +32,8 @@ from typing import Optional
 
 from .._durations import expiry_sql
 from .apply import apply_df, as_ops, to_source
-from .delta import latest_snapshot, retry, sql_literal
+from .delta import latest_snapshot, retry
+from .literals import sql_literal
 from .inbox import inbox_range
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, FORWARDING, FRONTIER,
                      HOP_LIMIT_DESCRIPTION, HOP_LIMIT_REASON, INBOX_NAMES, MAX_HOPS,

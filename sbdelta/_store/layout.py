@@ -191,7 +191,7 @@ def msg_key(seq: int) -> str:
 def sessions_sql(session_ids) -> str:
     """SQL that holds for the messages of the sessions ``session_ids`` (a session receive's,
     or a sessions receiver's group)."""
-    from .delta import sql_literal
+    from .literals import sql_literal
 
     return f"session_id IN ({', '.join(sql_literal(s) for s in sorted(session_ids))})"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Optional, Tuple
 
-from .delta import sql_literal
+from .literals import sql_literal
 from .layout import ACTIVE, DEADLETTERING, DEFERRED, MSG, SCHEDULED, SEQ_MASK
 
 

@@ -19,8 +19,9 @@ from . import (deadletter, expiry, forward, inbox, reads, receive, rs, schedule,
 from .apply import apply_df, as_ops
 from ..exceptions import MessagingEntityNotFoundError
 from .codec import send_error
-from .delta import (GuardTripped, create_table, delta_log, latest_version, local_path, retry,
-                    run_guarded, sql_literal)
+from .delta import create_table, delta_log, latest_version, retry, run_guarded
+from .guards import GuardTripped
+from .literals import local_path, sql_literal
 from .deltalog import add_missing_columns, require_portable
 from .engines import Engine, resolve_engine
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES, LOG_FILE,

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .apply import SOURCE_COLUMNS
-from .delta import sql_literal
+from .literals import sql_literal
 from .expiry import expiry_marks
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
                      INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED, TTL_EXPIRED_DESCRIPTION,

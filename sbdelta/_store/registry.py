@@ -21,7 +21,9 @@ from . import schema
 from . import rs
 from .engines import Engine, resolve_engine
 from .apply import Clause, MergeSpec, merge_literal
-from .delta import GuardTripped, create_table, latest_version, retry, run_guarded, sql_literal
+from .delta import create_table, latest_version, retry, run_guarded
+from .guards import GuardTripped
+from .literals import sql_literal
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from datetime import datetime, timezone
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .datafusion import translate
-from .delta import GuardTripped, local_path, sql_literal
+from .guards import GuardTripped
+from .literals import local_path, sql_literal
 from .layout import LOG_FILE
 
 log = logging.getLogger("sbdelta")

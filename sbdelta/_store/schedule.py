@@ -23,7 +23,9 @@ from typing import Iterable, Sequence, Set
 
 from . import rs
 from .apply import apply_rows
-from .delta import GuardTripped, guard_error, retry, sql_literal
+from .delta import guard_error, retry
+from .guards import GuardTripped
+from .literals import sql_literal
 from .inbox import inbox_range
 from .layout import (CANCELLED, MAX_VERSION, MSG, POS_MASK, SCHEDULED, VERSION_SHIFT, msg_key,
                      partition_of, sequence_number)

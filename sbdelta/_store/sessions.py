@@ -26,7 +26,8 @@ from typing import Dict, List, Optional, Tuple
 from .._clock import from_spark
 from ..exceptions import SessionCannotBeLockedError, SessionLockLostError
 from .apply import apply_rows
-from .delta import retry, sql_literal
+from .delta import retry
+from .literals import sql_literal
 from . import rs
 from .inbox import inbox_range, scan_inbox
 from .layout import (ACTIVE, CONTROL_COLUMNS, DEFERRED, FRONTIER, MSG, PID_SHIFT, SCHEDULED,

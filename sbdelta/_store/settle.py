@@ -17,7 +17,9 @@ from typing import Dict, Optional, Sequence
 
 from . import rs
 from .apply import apply_df, apply_rows, max_delivery_description, to_source
-from .delta import GuardTripped, guard_error, retry, sql_literal
+from .delta import guard_error, retry
+from .guards import GuardTripped
+from .literals import sql_literal
 from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, PID_MASK,
                      PID_SHIFT, key_sql, msg_key, partition_of)
 from .locks import lock_held_sql, seq_of_token_sql

@@ -43,7 +43,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .apply import apply_df, to_source
-from .delta import retry, sql_literal
+from .delta import retry
+from .literals import sql_literal
 from .forward import Destination, append_once, destination_rows, txn_version
 from .inbox import inbox_range
 from .layout import (CANCELLED, DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,

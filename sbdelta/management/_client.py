@@ -12,7 +12,7 @@ from .._names import EntityRef, storage_key
 from .._handler import under_retry_policy
 from .._namespace import Namespace
 from .._options import parse_connection_string, retry_policy_from
-from .._store.delta import GuardTripped
+from .._store.guards import GuardTripped
 from .._store.registry import RegistryRow
 from .._store import MessageStore
 from .._entity import PARTITION_COUNT, EntityResolver

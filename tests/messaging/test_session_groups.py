@@ -14,7 +14,7 @@ from chispa import assert_df_equality
 from sbdelta import (NEXT_AVAILABLE_SESSION, OperationTimeoutError, ServiceBusClient,
                      ServiceBusMessage, ServiceBusSessionGroup, SessionCannotBeLockedError,
                      SessionLockLostError)
-from sbdelta._store.delta import local_path
+from sbdelta._store.literals import local_path
 from sbdelta.exceptions import InvalidMessageError, ServiceBusInvalidOperationError
 
 LOCK = timedelta(seconds=30)

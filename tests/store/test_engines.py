@@ -19,7 +19,8 @@ from sbdelta import (ConfigurationError, MessageLockLostError, ServiceBusClient,
                      ServiceBusMessage, ServiceBusSubQueue)
 from sbdelta._store import resolve_engine, rs
 from sbdelta._store.apply import apply_rows
-from sbdelta._store.delta import GuardTripped, local_path
+from sbdelta._store.guards import GuardTripped
+from sbdelta._store.literals import local_path
 from sbdelta._store.inbox import enough_versions, inbox_range, scan_inbox
 from sbdelta._store.layout import (PID_SHIFT, frontier_at, key_partition, msg_key,
                                    sequence_number)

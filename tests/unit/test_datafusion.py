@@ -8,7 +8,7 @@ import pytest
 from deltalake import QueryBuilder
 
 from sbdelta._store.datafusion import translate
-from sbdelta._store.delta import sql_literal
+from sbdelta._store.literals import sql_literal
 
 
 @pytest.mark.parametrize("text", ["plain", "it's", "back\\slash", "\\'", "''", "a\nb", ""])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sbdelta._store.delta import guard, guard_code
+from sbdelta._store.guards import guard, guard_code
 
 
 @pytest.mark.parametrize("text, code", [
