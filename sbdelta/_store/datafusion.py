@@ -1,7 +1,7 @@
 """sbdelta's SQL text, as delta-rs's DataFusion reads it.
 
 sbdelta writes its conditions and assignments once, in the SQL Spark reads
-(:func:`~sbdelta._store.delta.sql_literal` makes the literals). DataFusion reads the same
+(:func:`~sbdelta._store.literals.sql_literal` makes the literals). DataFusion reads the same
 expressions with two differences that matter here, both in literals:
 
 * strings: Spark escapes a quote as ``\\'`` and a backslash as ``\\\\``; DataFusion doubles
