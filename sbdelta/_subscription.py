@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from ._clock import utc
-from ._durations import expiry_sql
+from ._clock import as_utc, utc
+from ._durations import expiry, expiry_sql
 from ._properties import FalseRuleFilter, RuleProperties, TrueRuleFilter
 from .rules import FILTER_EXCEPTION_REASON
 from ._store import COPY_SHIFT, sql_literal
@@ -110,6 +110,52 @@ class Admission:
         if self.ttl_cap is not None:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
+
+    @property
+    def in_python(self) -> bool:
+        """Whether :meth:`admit_rows` admits as :meth:`__call__` does: no rule with an action
+        (the copies actions make are built in Spark only)."""
+        return not self.copy_numbers
+
+    def admit_rows(self, rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """:meth:`__call__` over inbox rows read without Spark (dicts, as delta-rs gives them):
+        each filter evaluated in Python (:mod:`sbdelta.rules.evaluate`), the same rows
+        admitted with the same dead-letter reasons and TTL cut. Only where :attr:`in_python`.
+        """
+        from .rules.evaluate import Message, evaluate_filter
+
+        if not self.in_python:
+            raise ValueError("rules with actions are admitted in Spark only")
+        out = []
+        for row in rows:
+            enqueued = as_utc(row.get("enqueued_time"))
+            message = Message(row)
+            matched, error = False, None
+            for window in self.windows:
+                if not _window_covers(enqueued, window):
+                    continue
+                hit, failure = evaluate_filter(window.rule.filter, message)
+                matched = matched or hit is True
+                if error is None and _may_fail(window.rule):
+                    error = failure
+            admitted = dict(row)
+            if self.dead_letters and self.dead_letter_errors:
+                if not matched and error is None:
+                    continue
+                admitted["dead_letter_reason"] = None if matched else FILTER_EXCEPTION_REASON
+                admitted["dead_letter_error_description"] = None if matched else error
+            elif not matched:
+                continue
+            if self.requires_session:
+                admitted.setdefault("dead_letter_reason", None)
+                admitted.setdefault("dead_letter_error_description", None)
+                if admitted.get("session_id") is None and admitted["dead_letter_reason"] is None:
+                    admitted["dead_letter_reason"] = SESSION_ID_NULL_REASON
+                    admitted["dead_letter_error_description"] = SESSION_ID_NULL_DESCRIPTION
+            if self.ttl_cap is not None:
+                _cap_ttl_row(admitted, self.ttl_cap)
+            out.append(admitted)
+        return out
 
     def _windows(self):
         from pyspark.sql import functions as F
@@ -251,6 +297,24 @@ def _covers(enqueued, window: RuleWindow):
     if window.valid_until is not None:
         covers = covers & (enqueued < F.expr(sql_literal(window.valid_until)))
     return covers
+
+
+def _window_covers(enqueued: Optional[datetime], window: RuleWindow) -> bool:
+    """:func:`_covers` for one message (an unknown enqueued time is covered by nothing)."""
+    if enqueued is None or enqueued < window.valid_from:
+        return False
+    return window.valid_until is None or enqueued < window.valid_until
+
+
+def _cap_ttl_row(row: Dict[str, Any], cap: timedelta) -> None:
+    """:func:`_cap_ttl` for one row."""
+    cap_ms = int(cap / timedelta(milliseconds=1))
+    ttl = row.get("time_to_live_ms")
+    if ttl is None or ttl <= cap_ms:
+        return
+    start = as_utc(row.get("scheduled_enqueue_time") or row.get("enqueued_time"))
+    row["expires_at"] = None if start is None else expiry(start, timedelta(milliseconds=cap_ms))
+    row["time_to_live_ms"] = cap_ms
 
 
 def _may_fail(rule: RuleProperties) -> bool:

@@ -1,0 +1,99 @@
+"""A subscription's admission of topic rows (TOPIC-2 windows, TOPIC-4 filters, TTL-3, SESS-1):
+the Python form (``Admission.admit_rows``, for receives without Spark, issue 16) admits the
+same rows with the same dead-letter reasons and TTL cut as the Spark form, compared as
+DataFrames."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from chispa import assert_df_equality
+
+from sbdelta._app_properties import encode_properties
+from sbdelta._clock import as_utc
+from sbdelta._properties import RuleProperties
+from sbdelta._subscription import Admission, RuleWindow
+from sbdelta.management import (CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter,
+                                TrueRuleFilter)
+
+T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+SCHEMA = ("seq bigint, message_id string, subject string, session_id string, "
+          "application_properties string, enqueued_time timestamp, "
+          "scheduled_enqueue_time timestamp, time_to_live_ms bigint, expires_at timestamp")
+HOUR = 3600 * 1000
+
+
+def _row(seq, minutes, props, *, subject=None, session=None, ttl=None, scheduled=None):
+    enqueued = T0 + timedelta(minutes=minutes)
+    start = scheduled or enqueued
+    return (seq, f"m{seq}", subject, session, encode_properties(props), enqueued, scheduled,
+            ttl, None if ttl is None else start + timedelta(milliseconds=ttl))
+
+
+ROWS = [
+    _row(1, 1, {"n": 10}),                        # window 1 of rule "big" matches
+    _row(2, 20, {"n": 10}),                       # its later version (n > 50) does not
+    _row(3, 1, {"n": "text"}),                    # a filter error
+    _row(4, 2, None, subject="x"),                # the correlation rule
+    _row(5, -5, {"n": 99}),                       # before every window
+    _row(6, 3, {"n": 7}, ttl=2 * HOUR),           # TTL cut to the subscription's hour
+    _row(7, 4, {"n": 70}, ttl=2 * HOUR, scheduled=T0 + timedelta(minutes=30), session="s"),
+    _row(8, 25, {"n": 60}, session="s"),          # the later version matches
+]
+
+
+def _rule(name, rule_filter, action=None):
+    return RuleProperties("t", "sub", name, filter=rule_filter, action=action)
+
+
+WINDOWS = [
+    RuleWindow(_rule("big", SqlRuleFilter("n > 5")), T0, T0 + timedelta(minutes=10)),
+    RuleWindow(_rule("big", SqlRuleFilter("n > 50")), T0 + timedelta(minutes=10)),
+    RuleWindow(_rule("label", CorrelationRuleFilter(label="x")), T0),
+]
+CASES = {
+    "dead_letter_errors": dict(windows=WINDOWS, ttl_cap=timedelta(hours=1),
+                               dead_letter_errors=True),
+    "drop_errors": dict(windows=WINDOWS, ttl_cap=None, dead_letter_errors=False),
+    "sessions": dict(windows=[RuleWindow(_rule("$Default", TrueRuleFilter()), T0)],
+                     ttl_cap=None, dead_letter_errors=True, requires_session=True),
+    "sessions_and_errors": dict(windows=WINDOWS, ttl_cap=timedelta(hours=1),
+                                dead_letter_errors=True, requires_session=True),
+    "no_rules": dict(windows=[], ttl_cap=None, dead_letter_errors=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_topic_2_4_ttl_3_sess_1_python_admission_admits_what_spark_admits(spark, case):
+    admission = Admission(**CASES[case])
+    assert admission.in_python
+    frame = spark.createDataFrame(ROWS, SCHEMA)
+    names = frame.columns
+    # delta-rs hands timestamps back naive, in UTC.
+    as_read = [{n: (v.astimezone(timezone.utc).replace(tzinfo=None)
+                    if isinstance(v, datetime) else v) for n, v in zip(names, row)}
+               for row in ROWS]
+    admitted = admission(frame)
+    python = admission.admit_rows(as_read)
+    columns = [c for c in admitted.columns if c in names or c.startswith("dead_letter")]
+    assert all(set(columns) == set(r) for r in python), (columns, python)
+    expected_schema = SCHEMA + "".join(f", {c} string" for c in columns if c not in names)
+    want = spark.createDataFrame(
+        [tuple(as_utc(r[c]) if isinstance(r[c], datetime) else r[c] for c in columns)
+         for r in python],
+        ", ".join(part for part in expected_schema.split(", ")
+                  if part.split(" ")[0] in columns))
+    assert_df_equality(admitted.select(*columns), want.select(*columns), ignore_nullable=True,
+                       ignore_row_order=True)
+    if case == "dead_letter_errors":  # what the case is about, in so many words
+        by_seq = {r["seq"]: r for r in python}
+        assert sorted(by_seq) == [1, 3, 4, 6, 7, 8]
+        assert by_seq[3]["dead_letter_reason"] == "FilterException"
+        assert by_seq[6]["time_to_live_ms"] == HOUR
+
+
+def test_rules_with_actions_stay_with_spark():
+    admission = Admission([RuleWindow(_rule("copy", TrueRuleFilter(), SqlRuleAction(
+        "SET a = 1")), T0)], None, True)
+    assert not admission.in_python
+    with pytest.raises(ValueError, match="actions"):
+        admission.admit_rows([])
