@@ -16,7 +16,10 @@ a timespan's milliseconds). A kind with a None payload is a value Spark would ho
 NULL (an overflowed integer, an unreadable timestamp): it is not unknown to ``IS NULL``, and
 compares as unknown.
 
-SQL actions are not evaluated here (:func:`supported` says which filters are).
+:func:`evaluate_action` runs a SQL action's statements over the properties and renders them
+as :func:`.values.render_bag` does (keys sorted, Jackson's string escapes, doubles as Java's
+``Double.toString`` writes them, ``1.0E10``), so that a copy made here is byte for byte the one
+Spark makes.
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .._properties import CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter, TrueRuleFilter
 from .correlation import CORRELATION_COLUMNS
-from .nodes import (BOOL, BYTES, DOUBLE, KIND_NAMES, LONG, STRING, TIMESTAMP, UUID, And, Arith,
-                    Compare, Const, Exists, FilterExpr, In, IsNull, Like, Negate, NewId, Not, Or,
-                    PropertyCall, SysProp, UserProp)
-from .parse import arith_kind, comparable, parse_filter
+from .nodes import (BOOL, BYTES, DOUBLE, KIND_NAMES, LONG, STRING, TIMESPAN, TIMESTAMP, UUID,
+                    ActionExpr, And, Arith, Compare, Const, Exists, FilterExpr, In, IsNull, Like,
+                    Negate, NewId, Not, Or, PropertyCall, RemoveStmt, SysProp, UserProp)
+from .parse import arith_kind, comparable, parse_action, parse_filter
 
-__all__ = ["evaluate_filter", "supported", "Message"]
+__all__ = ["evaluate_filter", "evaluate_action", "supported", "Message", "java_double"]
 
 _LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 _BROKEN = "application_properties is not a JSON object with unique keys"
@@ -49,6 +52,9 @@ class _Val:
     kind: Optional[str]
     payload: Any = None
     error: Optional[str] = None
+    #: A property's payload as Spark's typed text holds it, where it differs from what
+    #: rendering the payload gives (an integer beyond 64 bits, a timestamp's own text).
+    text: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -109,8 +115,9 @@ def _typed(value: Any) -> _Val:
     if isinstance(value, str):
         return _Val(STRING, value)
     if isinstance(value, int):
-        return _Val(LONG, value) if _LONG_MIN <= value <= _LONG_MAX else _Val(DOUBLE,
-                                                                              float(value))
+        if _LONG_MIN <= value <= _LONG_MAX:
+            return _Val(LONG, value)
+        return _Val(DOUBLE, float(value), text=str(value))
     if isinstance(value, float):
         return _Val(DOUBLE, value)
     if isinstance(value, dict) and len(value) == 1:
@@ -121,7 +128,7 @@ def _typed(value: Any) -> _Val:
         if kind == DOUBLE:
             return _Val(DOUBLE, _SPECIAL[content]) if content in _SPECIAL else _UNKNOWN
         if kind == TIMESTAMP:
-            return _Val(TIMESTAMP, _timestamp(content))
+            return _Val(TIMESTAMP, _timestamp(content), text=content)
         if kind == UUID:
             return _Val(UUID, content.lower())
         return _Val(BYTES, content)
@@ -419,3 +426,152 @@ def _trunc_div(p: int, q: int) -> int:
     """Integer division truncating toward zero (C#), exact for 64-bit operands."""
     quotient = abs(p) // abs(q)
     return quotient if (p < 0) == (q < 0) else -quotient
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+def evaluate_action(action, message: Message) -> Tuple[Optional[str], Optional[str]]:
+    """``(application_properties, error)`` after a SQL action (a SqlRuleAction or a parsed
+    :class:`ActionExpr`), as :func:`sbdelta.rules.action_columns` gives them: statements in
+    order, each reading what the previous ones left; where the action fails, the original
+    text and the first error."""
+    from .._properties import SqlRuleAction
+
+    if isinstance(action, SqlRuleAction):
+        action = parse_action(action.sql_expression, action.parameters)
+    if not isinstance(action, ActionExpr):
+        raise TypeError(f"expected a SqlRuleAction or ActionExpr, got {type(action).__name__}")
+    original = message.columns.get("application_properties")
+    bag = dict(message.bag) if message.bag is not None else None
+    error = message.bag_error
+    for statement in action.statements:
+        if isinstance(statement, RemoveStmt):
+            bag = _removed(bag, statement.name)
+            continue
+        current = _Reading(message, bag)
+        val = _value(statement.value, current)
+        typed = _stored(val)
+        existing, _ = current.lookup(statement.name)
+        if existing.kind == DOUBLE and typed.kind == LONG and typed.payload is not None:
+            typed = _Val(DOUBLE, float(typed.payload))  # C#: stays a float
+        bag = _set(bag, statement.name, typed)
+        error = _first(error, val.error)
+    if error is not None:
+        return original, error
+    return _render(bag or {}), None
+
+
+class _Reading(Message):
+    """The message as a later statement of an action reads it: the properties as the earlier
+    statements left them (the original text's error stays)."""
+
+    def __init__(self, message: Message, bag: Optional[Dict[str, _Val]]) -> None:
+        self.columns = message.columns
+        self.bag, self.bag_error = bag, message.bag_error
+
+
+def _stored(val: _Val) -> _Val:
+    """What ``SET`` stores: the value, a timespan as its milliseconds, unknown as null."""
+    if val.kind is None or val.payload is None:
+        return _UNKNOWN
+    if val.kind == TIMESPAN:
+        return _Val(LONG, val.payload)
+    return _Val(val.kind, val.payload)
+
+
+def _removed(bag: Optional[Dict[str, _Val]], name: str) -> Optional[Dict[str, _Val]]:
+    if bag is None:
+        return None
+    folded = name.lower()
+    return {k: v for k, v in bag.items() if k.lower() != folded}
+
+
+def _set(bag: Optional[Dict[str, _Val]], name: str, val: _Val) -> Dict[str, _Val]:
+    """``bag`` with ``name`` set; an existing key of another letter case keeps its spelling."""
+    target = name
+    if bag is not None and name not in bag:
+        target = next((k for k in bag if k.lower() == name.lower()), name)
+    rest = _removed(bag, name) or {}
+    rest[target] = val
+    return rest
+
+
+def _render(bag: Dict[str, _Val]) -> str:
+    """The JSON text of ``bag`` as :func:`.values.render_bag` writes it."""
+    return "{" + ",".join(f"{_json_string(k)}:{_json_value(bag[k])}"
+                          for k in sorted(bag)) + "}"
+
+
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                  "\f": "\\f", "\r": "\\r"}
+
+
+def _json_string(text: str) -> str:
+    """A JSON string as Jackson (Spark's ``to_json``) escapes it: the short escapes, other
+    control characters as ``\\u00XX`` (upper-case hex), nothing else."""
+    out = []
+    for ch in text:
+        if ch in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[ch])
+        elif ord(ch) < 0x20:
+            out.append("\\u%04X" % ord(ch))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _json_value(val: _Val) -> str:
+    if val.kind is None or (val.payload is None and val.text is None):
+        return "null"
+    if val.kind == STRING:
+        return _json_string(val.payload)
+    if val.kind == LONG:
+        return str(val.payload)
+    if val.kind == BOOL:
+        return "true" if val.payload else "false"
+    if val.kind == DOUBLE:
+        if val.text is not None:
+            return val.text
+        if math.isnan(val.payload):
+            return '{"$f":"nan"}'
+        if math.isinf(val.payload):
+            return '{"$f":"inf"}' if val.payload > 0 else '{"$f":"-inf"}'
+        return java_double(val.payload)
+    if val.kind == TIMESTAMP:
+        text = val.text if val.text is not None else _iso_utc(val.payload)
+        return '{"$t":"' + text + '"}'
+    if val.kind == UUID:
+        return '{"$u":"' + val.payload + '"}'
+    if val.kind == BYTES:
+        return '{"$b":"' + val.payload + '"}'
+    return "null"
+
+
+def _iso_utc(moment: datetime) -> str:
+    """:func:`.values.iso_utc`: ``YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00``."""
+    moment = moment.astimezone(timezone.utc)
+    fraction = f".{moment.microsecond:06d}" if moment.microsecond else ""
+    return f"{moment:%Y-%m-%dT%H:%M:%S}{fraction}+00:00"
+
+
+def java_double(value: float) -> str:
+    """``value`` as Java's ``Double.toString`` (and Spark's cast to string) writes it: the
+    shortest digits that read back as ``value``; plain with at least one decimal between
+    10^-3 and 10^7, else ``d.dddE[-]n``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 1e7:
+        text = repr(magnitude)
+        return sign + (text if "." in text else text + ".0")
+    from decimal import Decimal
+
+    digits_tuple = Decimal(repr(magnitude)).normalize().as_tuple()
+    digits = "".join(map(str, digits_tuple.digits))
+    exponent = len(digits) - 1 + digits_tuple.exponent
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"

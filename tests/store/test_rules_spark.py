@@ -265,3 +265,43 @@ def test_topic_4_the_python_evaluator_gives_what_spark_gives(spark):
     schema = "id string, " + ", ".join(f"{n}_m boolean, {n}_e string" for n in filters)
     assert_df_equality(actual, spark.createDataFrame(expected, schema), ignore_nullable=True,
                        ignore_row_order=True)
+
+
+EQUIVALENCE_ACTIONS = [
+    "SET n = n * 2; SET tag = 'seen'; REMOVE colour", "SET f = 3", "SET z = 1.5e10",
+    "SET q = 0.0001", "SET q = -f", "SET big = big + 1", "SET s2 = 'y'", "REMOVE S",
+    "SET t2 = t", "SET u2 = u; SET y2 = y; SET b2 = b", "SET m = sys.MessageId",
+    "SET l = sys.Label", "SET nested2 = o", "SET w2 = w", "SET e2 = e", "SET x = NULL",
+    "SET s3 = s + '\"q'", "SET h = huge * 10; SET k = nan", "SET d = seven / 2.0",
+    "SET x = x + 1", "REMOVE a; SET a = 1",
+]
+
+
+def test_topic_5_the_python_actions_write_what_spark_writes(spark):
+    """``sbdelta.rules.evaluate.evaluate_action`` against ``action_columns`` over the same
+    messages: the same properties text byte for byte (keys sorted, escapes, doubles as Java
+    writes them, untouched values as Spark re-renders them) and the same error."""
+    from pyspark.sql import functions as F
+
+    from sbdelta.rules.evaluate import Message, evaluate_action
+
+    rows = spark.createDataFrame(
+        EQUIVALENCE_ROWS,
+        "id string, application_properties string, subject string, message_id string")
+    actions = {f"a{i}": SqlRuleAction(text) for i, text in enumerate(EQUIVALENCE_ACTIONS)}
+    columns = [F.col("id")]
+    for name, action in actions.items():
+        result = action_columns(action)
+        columns += [result.application_properties.alias(f"{name}_p"),
+                    result.error.alias(f"{name}_e")]
+    expected = []
+    for row_id, text, subject, message_id in EQUIVALENCE_ROWS:
+        message = Message({"application_properties": text, "subject": subject,
+                           "message_id": message_id})
+        values = [row_id]
+        for action in actions.values():
+            values += list(evaluate_action(action, message))
+        expected.append(tuple(values))
+    schema = "id string, " + ", ".join(f"{n}_p string, {n}_e string" for n in actions)
+    assert_df_equality(rows.select(*columns), spark.createDataFrame(expected, schema),
+                       ignore_nullable=True, ignore_row_order=True)
