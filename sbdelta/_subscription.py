@@ -111,51 +111,76 @@ class Admission:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
 
-    @property
-    def in_python(self) -> bool:
-        """Whether :meth:`admit_rows` admits as :meth:`__call__` does: no rule with an action
-        (the copies actions make are built in Spark only)."""
-        return not self.copy_numbers
-
     def admit_rows(self, rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """:meth:`__call__` over inbox rows read without Spark (dicts, as delta-rs gives them):
-        each filter evaluated in Python (:mod:`sbdelta.rules.evaluate`), the same rows
-        admitted with the same dead-letter reasons and TTL cut. Only where :attr:`in_python`.
-        """
+        filters and actions evaluated in Python (:mod:`sbdelta.rules.evaluate`), the same
+        rows and copies admitted with the same properties, dead-letter reasons and TTL cut."""
         from .rules.evaluate import Message, evaluate_filter
 
-        if not self.in_python:
-            raise ValueError("rules with actions are admitted in Spark only")
         out = []
         for row in rows:
             enqueued = as_utc(row.get("enqueued_time"))
             message = Message(row)
-            matched, error = False, None
-            for window in self.windows:
-                if not _window_covers(enqueued, window):
-                    continue
-                hit, failure = evaluate_filter(window.rule.filter, message)
-                matched = matched or hit is True
-                if error is None and _may_fail(window.rule):
-                    error = failure
-            admitted = dict(row)
-            if self.dead_letters and self.dead_letter_errors:
-                if not matched and error is None:
-                    continue
-                admitted["dead_letter_reason"] = None if matched else FILTER_EXCEPTION_REASON
-                admitted["dead_letter_error_description"] = None if matched else error
-            elif not matched:
-                continue
-            if self.requires_session:
-                admitted.setdefault("dead_letter_reason", None)
-                admitted.setdefault("dead_letter_error_description", None)
-                if admitted.get("session_id") is None and admitted["dead_letter_reason"] is None:
-                    admitted["dead_letter_reason"] = SESSION_ID_NULL_REASON
-                    admitted["dead_letter_error_description"] = SESSION_ID_NULL_DESCRIPTION
-            if self.ttl_cap is not None:
-                _cap_ttl_row(admitted, self.ttl_cap)
-            out.append(admitted)
+            results = [(window, evaluate_filter(window.rule.filter, message))
+                       for window in self.windows if _window_covers(enqueued, window)]
+            matched = any(hit is True for _, (hit, _) in results)
+            error = next((failure for window, (_, failure) in results
+                          if _may_fail(window.rule) and failure is not None), None)
+            if self.copy_numbers:
+                admitted = self._copies_of(row, message, results, matched, error)
+            elif self.dead_letters and self.dead_letter_errors:
+                admitted = [] if not matched and error is None else [dict(
+                    row, dead_letter_reason=None if matched else FILTER_EXCEPTION_REASON,
+                    dead_letter_error_description=None if matched else error)]
+            else:
+                admitted = [dict(row)] if matched else []
+            for copy in admitted:
+                if self.requires_session:
+                    copy.setdefault("dead_letter_reason", None)
+                    copy.setdefault("dead_letter_error_description", None)
+                    if copy.get("session_id") is None and copy["dead_letter_reason"] is None:
+                        copy["dead_letter_reason"] = SESSION_ID_NULL_REASON
+                        copy["dead_letter_error_description"] = SESSION_ID_NULL_DESCRIPTION
+                if self.ttl_cap is not None:
+                    _cap_ttl_row(copy, self.ttl_cap)
+                out.append(copy)
         return out
+
+    def _copies_of(self, row, message, results, matched, error) -> List[Dict[str, Any]]:
+        """:meth:`_copies` for one row: copy 0 when a rule without an action matches, one copy
+        per matching rule with an action, copy 0 for the dead-letter queue where nothing
+        matched and a filter failed."""
+        from .rules import ACTION_EXCEPTION_REASON, action_naming_rule
+        from .rules.evaluate import evaluate_action
+
+        original = row.get("application_properties")
+        copies = []  # (number, properties, reason, description)
+        if any(hit is True for window, (hit, _) in results if window.rule.action is None):
+            copies.append((0, original, None, None))
+        for window, (hit, _) in results:
+            if window.rule.action is None or hit is not True:
+                continue
+            number = self.copy_numbers[window.rule.name]
+            props, failure = evaluate_action(action_naming_rule(window.rule), message)
+            if failure is None:
+                copies.append((number, props, None, None))
+            elif self.dead_letter_errors:
+                copies.append((number, original, ACTION_EXCEPTION_REASON, failure))
+        if self.dead_letter_errors and not matched and error is not None:
+            copies.append((0, original, FILTER_EXCEPTION_REASON, error))
+        old_size = len(original.encode("utf-8")) if original is not None else 0
+        made = []
+        for number, props, reason, description in copies:
+            copy = dict(row, seq=row["seq"] | (number << COPY_SHIFT),
+                        application_properties=props)
+            if row.get("size") is not None:
+                copy["size"] = row["size"] - old_size + (
+                    len(props.encode("utf-8")) if props is not None else 0)
+            if self.dead_letter_errors and self.dead_letters:
+                copy["dead_letter_reason"] = reason
+                copy["dead_letter_error_description"] = description
+            made.append(copy)
+        return made
 
     def _windows(self):
         from pyspark.sql import functions as F

@@ -1,7 +1,7 @@
-"""A subscription's admission of topic rows (TOPIC-2 windows, TOPIC-4 filters, TTL-3, SESS-1):
-the Python form (``Admission.admit_rows``, for receives without Spark, issue 16) admits the
-same rows with the same dead-letter reasons and TTL cut as the Spark form, compared as
-DataFrames."""
+"""A subscription's admission of topic rows (TOPIC-2 windows, TOPIC-4 filters, TOPIC-5 copies,
+TTL-3, SESS-1): the Python form (``Admission.admit_rows``, for receives without Spark, issue
+16) admits the same rows and copies with the same properties, sizes, dead-letter reasons and
+TTL cut as the Spark form, compared as DataFrames."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -11,22 +11,26 @@ from chispa import assert_df_equality
 from sbdelta._app_properties import encode_properties
 from sbdelta._clock import as_utc
 from sbdelta._properties import RuleProperties
+from sbdelta._store import COPY_SHIFT
 from sbdelta._subscription import Admission, RuleWindow
 from sbdelta.management import (CorrelationRuleFilter, SqlRuleAction, SqlRuleFilter,
                                 TrueRuleFilter)
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
-SCHEMA = ("seq bigint, message_id string, subject string, session_id string, "
+SCHEMA = ("seq bigint, pos bigint, message_id string, subject string, session_id string, "
           "application_properties string, enqueued_time timestamp, "
-          "scheduled_enqueue_time timestamp, time_to_live_ms bigint, expires_at timestamp")
+          "scheduled_enqueue_time timestamp, time_to_live_ms bigint, expires_at timestamp, "
+          "size int")
 HOUR = 3600 * 1000
 
 
 def _row(seq, minutes, props, *, subject=None, session=None, ttl=None, scheduled=None):
     enqueued = T0 + timedelta(minutes=minutes)
     start = scheduled or enqueued
-    return (seq, f"m{seq}", subject, session, encode_properties(props), enqueued, scheduled,
-            ttl, None if ttl is None else start + timedelta(milliseconds=ttl))
+    text = encode_properties(props)
+    return (seq, seq, f"m{seq}", subject, session, text, enqueued, scheduled, ttl,
+            None if ttl is None else start + timedelta(milliseconds=ttl),
+            100 + len(text or ""))
 
 
 ROWS = [
@@ -59,13 +63,22 @@ CASES = {
     "sessions_and_errors": dict(windows=WINDOWS, ttl_cap=timedelta(hours=1),
                                 dead_letter_errors=True, requires_session=True),
     "no_rules": dict(windows=[], ttl_cap=None, dead_letter_errors=True),
+    # TOPIC-5: copies from rules with actions, one failing for text n.
+    "actions": dict(windows=WINDOWS + [
+        RuleWindow(_rule("bump", SqlRuleFilter("EXISTS(n)"), SqlRuleAction("SET n = n + 1")),
+                   T0),
+        RuleWindow(_rule("tag", TrueRuleFilter(), SqlRuleAction("SET seen = TRUE")),
+                   T0 + timedelta(minutes=2))], ttl_cap=timedelta(hours=1),
+        dead_letter_errors=True, requires_session=False),
+    "actions_dropping_errors": dict(windows=WINDOWS + [
+        RuleWindow(_rule("bump", SqlRuleFilter("EXISTS(n)"), SqlRuleAction("SET n = n + 1")),
+                   T0)], ttl_cap=None, dead_letter_errors=False),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_topic_2_4_ttl_3_sess_1_python_admission_admits_what_spark_admits(spark, case):
     admission = Admission(**CASES[case])
-    assert admission.in_python
     frame = spark.createDataFrame(ROWS, SCHEMA)
     names = frame.columns
     # delta-rs hands timestamps back naive, in UTC.
@@ -84,16 +97,14 @@ def test_topic_2_4_ttl_3_sess_1_python_admission_admits_what_spark_admits(spark,
                   if part.split(" ")[0] in columns))
     assert_df_equality(admitted.select(*columns), want.select(*columns), ignore_nullable=True,
                        ignore_row_order=True)
-    if case == "dead_letter_errors":  # what the case is about, in so many words
-        by_seq = {r["seq"]: r for r in python}
+    by_seq = {r["seq"]: r for r in python}
+    if case == "dead_letter_errors":  # what the cases are about, in so many words
         assert sorted(by_seq) == [1, 3, 4, 6, 7, 8]
         assert by_seq[3]["dead_letter_reason"] == "FilterException"
         assert by_seq[6]["time_to_live_ms"] == HOUR
-
-
-def test_rules_with_actions_stay_with_spark():
-    admission = Admission([RuleWindow(_rule("copy", TrueRuleFilter(), SqlRuleAction(
-        "SET a = 1")), T0)], None, True)
-    assert not admission.in_python
-    with pytest.raises(ValueError, match="actions"):
-        admission.admit_rows([])
+    if case == "actions":  # copy 1 "bump", copy 2 "tag" (names in order), copy 0 the rest
+        bump, tag = 1 << COPY_SHIFT, 2 << COPY_SHIFT
+        assert by_seq[1 | bump]["application_properties"] == encode_properties(
+            {"n": 11, "RuleName": "bump"})
+        assert by_seq[3 | bump]["dead_letter_reason"] == "RuleActionException"
+        assert 6 | tag in by_seq and 1 | tag not in by_seq  # "tag" applies from minute 2
