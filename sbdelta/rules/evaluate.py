@@ -32,14 +32,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .._properties import CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter, TrueRuleFilter
+from .._properties import CorrelationRuleFilter, FalseRuleFilter, TrueRuleFilter
 from .correlation import CORRELATION_COLUMNS
 from .nodes import (BOOL, BYTES, DOUBLE, KIND_NAMES, LONG, STRING, TIMESPAN, TIMESTAMP, UUID,
                     ActionExpr, And, Arith, Compare, Const, Exists, FilterExpr, In, IsNull, Like,
                     Negate, NewId, Not, Or, PropertyCall, RemoveStmt, SysProp, UserProp)
 from .parse import arith_kind, comparable, parse_action, parse_filter
 
-__all__ = ["evaluate_filter", "evaluate_action", "supported", "Message", "java_double"]
+__all__ = ["evaluate_filter", "evaluate_action", "Message", "java_double"]
 
 _LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 _BROKEN = "application_properties is not a JSON object with unique keys"
@@ -144,13 +144,6 @@ def _timestamp(text: str) -> Optional[datetime]:
 
 
 # -- filters ------------------------------------------------------------------------------------
-
-def supported(rule_filter) -> bool:
-    """Whether :func:`evaluate_filter` evaluates ``rule_filter``: SQL, correlation, true and
-    false filters (not SQL actions)."""
-    return isinstance(rule_filter, (SqlRuleFilter, CorrelationRuleFilter, TrueRuleFilter,
-                                    FalseRuleFilter, FilterExpr))
-
 
 def evaluate_filter(rule_filter, message: Message) -> Tuple[Optional[bool], Optional[str]]:
     """``(matched, error)`` of a filter on one message, as :func:`sbdelta.rules.filter_column`
