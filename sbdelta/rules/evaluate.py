@@ -451,7 +451,8 @@ def evaluate_action(action, message: Message) -> Tuple[Optional[str], Optional[s
         error = _first(error, val.error)
     if error is not None:
         return original, error
-    return _render(bag or {}), None
+    # No properties at all, and no SET: still none (Spark's map stays NULL).
+    return (None if bag is None else _render(bag)), None
 
 
 class _Reading(Message):
