@@ -26,12 +26,12 @@ Semantics (Service Bus's SQL filter reference, and C# operator rules where it po
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from .nodes import (DOUBLE, KIND_NAMES, LONG, STRING, UUID, ActionExpr, And, Arith, Compare,
                     Const, Exists, FilterExpr, In, IsNull, Like, Negate, NewId, Not, Or,
                     PropertyCall, RemoveStmt, SysProp, UserProp)
-from .parse import arith_kind, comparable
+from .parse import COMPARISONS, FLOAT_ARITH, arith_kind, comparable
 from .scope import Env, Scope, let
 from .values import (Val, column_val, const_val, first_error, lookup, null_val, properties_bag,
                      remove_property, render_bag, set_property, to_typed, typed_val)
@@ -43,10 +43,6 @@ __all__ = ["compile_filter", "compile_action", "compare", "condition", "value", 
 #: The column a message's application properties are read from (and written to by actions).
 PROPERTIES_COLUMN = "application_properties"
 
-_OPS: Dict[str, Callable] = {
-    "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-}
 _LONG_MIN = -(2 ** 63)
 
 
@@ -237,7 +233,7 @@ def compare(op: str, a: Val, b: Val) -> Cond:
 
 def _compare_pair(op: str, a: Val, b: Val, x: str, y: str):
     F = _f()
-    apply = _OPS[op]
+    apply = COMPARISONS[op]
     if x in (LONG, DOUBLE) and y in (LONG, DOUBLE):
         if x == y == LONG:
             return apply(a.slot(LONG), b.slot(LONG))
@@ -372,12 +368,8 @@ def _arith_pair(op: str, a: Val, b: Val, x: str, y: str):
         return quotient, (F.when(zero, F.lit("integer division by zero"))
                           .when(overflow, F.lit("integer overflow")))
     p, q = a.double(x), b.double(y)
-    if op == "+":
-        return p + q, None
-    if op == "-":
-        return p - q, None
-    if op == "*":
-        return p * q, None
+    if op in FLOAT_ARITH:
+        return FLOAT_ARITH[op](p, q), None
     nan = F.lit(float("nan"))
     if op == "%":
         return F.when(q == 0, nan).otherwise(p % q), None

@@ -37,7 +37,7 @@ from .correlation import CORRELATION_COLUMNS
 from .nodes import (BOOL, BYTES, DOUBLE, KIND_NAMES, LONG, STRING, TIMESPAN, TIMESTAMP, UUID,
                     ActionExpr, And, Arith, Compare, Const, Exists, FilterExpr, In, IsNull, Like,
                     Negate, NewId, Not, Or, PropertyCall, RemoveStmt, SysProp, UserProp)
-from .parse import arith_kind, comparable, parse_action, parse_filter
+from .parse import COMPARISONS, FLOAT_ARITH, arith_kind, comparable, parse_action, parse_filter
 
 __all__ = ["evaluate_filter", "evaluate_action", "Message", "java_double"]
 
@@ -255,10 +255,6 @@ def _compare(op: str, a: _Val, b: _Val) -> _Cond:
     return _Cond(result, _first(a.error, b.error, error))
 
 
-_OPS = {"=": lambda x, y: x == y, "<>": lambda x, y: x != y, "<": lambda x, y: x < y,
-        "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
-
-
 def _compare_pair(op: str, a: _Val, b: _Val) -> Optional[bool]:
     if a.payload is None or b.payload is None:
         return None
@@ -266,8 +262,8 @@ def _compare_pair(op: str, a: _Val, b: _Val) -> Optional[bool]:
         x, y = float(a.payload), float(b.payload)
         if math.isnan(x) or math.isnan(y):
             return op == "<>"
-        return _OPS[op](x, y)
-    return _OPS[op](a.payload, b.payload)
+        return COMPARISONS[op](x, y)
+    return COMPARISONS[op](a.payload, b.payload)
 
 
 def _like(node: Like, a: _Val, p: _Val) -> _Cond:
@@ -398,12 +394,8 @@ def _arith_pair(op: str, a: _Val, b: _Val, kind: str):
             return None, "integer overflow"
         return _trunc_div(p, q), None
     p, q = float(a.payload), float(b.payload)
-    if op == "+":
-        return p + q, None
-    if op == "-":
-        return p - q, None
-    if op == "*":
-        return p * q, None
+    if op in FLOAT_ARITH:
+        return FLOAT_ARITH[op](p, q), None
     if op == "%":
         if q == 0 or math.isnan(p) or math.isnan(q) or math.isinf(p):
             return math.nan, None

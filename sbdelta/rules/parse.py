@@ -9,6 +9,7 @@ and types that can never fit (``NOT 5``, ``'a' + 1``, ``'a' > 1``). What depends
 from __future__ import annotations
 
 import math
+import operator
 import uuid
 from datetime import datetime, timezone
 from typing import Callable, List, Mapping, NoReturn, Optional, Tuple
@@ -49,6 +50,14 @@ def comparable(a: str, b: str, op: str) -> bool:
     if a != b:
         return False
     return op in ("=", "<>") or a in ORDERED
+
+
+#: The comparison operators, over the values of either evaluator (Spark Columns in
+#: :mod:`.compile`, Python values in :mod:`.evaluate`).
+COMPARISONS: Mapping[str, Callable] = {"=": operator.eq, "<>": operator.ne, "<": operator.lt,
+                                       "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+#: ``+ - *`` on two floats (IEEE, the same in either evaluator).
+FLOAT_ARITH: Mapping[str, Callable] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 def arith_kind(op: str, a: str, b: str) -> Optional[str]:
