@@ -241,30 +241,14 @@ def test_topic_4_the_python_evaluator_gives_what_spark_gives(spark):
     error text for every filter and message, edge cases of every kind included (64-bit
     overflow, division by zero, NaN and infinities, LIKE escapes, case-insensitive names,
     texts that are no JSON object, nested values, AND/OR skipping their right side)."""
-    from pyspark.sql import functions as F
+    from sbdelta.rules.evaluate import evaluate_filter
 
-    from sbdelta.rules.evaluate import Message, evaluate_filter
-
-    rows = spark.createDataFrame(
-        EQUIVALENCE_ROWS,
-        "id string, application_properties string, subject string, message_id string")
-    filters = _equivalence_filters()
-    columns = [F.col("id")]
-    for name, rule_filter in filters.items():
+    def spark_side(rule_filter):
         result = filter_column(rule_filter)
-        columns += [result.matched.alias(f"{name}_m"), result.error.alias(f"{name}_e")]
-    actual = rows.select(*columns)
-    expected = []
-    for row_id, text, subject, message_id in EQUIVALENCE_ROWS:
-        message = Message({"application_properties": text, "subject": subject,
-                           "message_id": message_id})
-        values = [row_id]
-        for rule_filter in filters.values():
-            values += list(evaluate_filter(rule_filter, message))
-        expected.append(tuple(values))
-    schema = "id string, " + ", ".join(f"{n}_m boolean, {n}_e string" for n in filters)
-    assert_df_equality(actual, spark.createDataFrame(expected, schema), ignore_nullable=True,
-                       ignore_row_order=True)
+        return result.matched, result.error
+
+    _assert_both_evaluators_agree(spark, _equivalence_filters(), spark_side, evaluate_filter,
+                                  "boolean")
 
 
 EQUIVALENCE_ACTIONS = [
@@ -281,27 +265,39 @@ def test_topic_5_the_python_actions_write_what_spark_writes(spark):
     """``sbdelta.rules.evaluate.evaluate_action`` against ``action_columns`` over the same
     messages: the same properties text byte for byte (keys sorted, escapes, doubles as Java
     writes them, untouched values as Spark re-renders them) and the same error."""
+    from sbdelta.rules.evaluate import evaluate_action
+
+    def spark_side(action):
+        result = action_columns(action)
+        return result.application_properties, result.error
+
+    actions = {f"a{i}": SqlRuleAction(text) for i, text in enumerate(EQUIVALENCE_ACTIONS)}
+    _assert_both_evaluators_agree(spark, actions, spark_side, evaluate_action, "string")
+
+
+def _assert_both_evaluators_agree(spark, rules, spark_side, python_side, value_type):
+    """Each rule of ``rules`` (name -> filter or action) over :data:`EQUIVALENCE_ROWS`: the
+    Spark Columns ``spark_side(rule)`` gives and ``python_side(rule, message)`` per message
+    are the same ``(value, error)`` pairs, compared as one DataFrame."""
     from pyspark.sql import functions as F
 
-    from sbdelta.rules.evaluate import Message, evaluate_action
+    from sbdelta.rules.evaluate import Message
 
     rows = spark.createDataFrame(
         EQUIVALENCE_ROWS,
         "id string, application_properties string, subject string, message_id string")
-    actions = {f"a{i}": SqlRuleAction(text) for i, text in enumerate(EQUIVALENCE_ACTIONS)}
     columns = [F.col("id")]
-    for name, action in actions.items():
-        result = action_columns(action)
-        columns += [result.application_properties.alias(f"{name}_p"),
-                    result.error.alias(f"{name}_e")]
+    for name, rule in rules.items():
+        value, error = spark_side(rule)
+        columns += [value.alias(f"{name}_v"), error.alias(f"{name}_e")]
     expected = []
     for row_id, text, subject, message_id in EQUIVALENCE_ROWS:
         message = Message({"application_properties": text, "subject": subject,
                            "message_id": message_id})
         values = [row_id]
-        for action in actions.values():
-            values += list(evaluate_action(action, message))
+        for rule in rules.values():
+            values += list(python_side(rule, message))
         expected.append(tuple(values))
-    schema = "id string, " + ", ".join(f"{n}_p string, {n}_e string" for n in actions)
+    schema = "id string, " + ", ".join(f"{n}_v {value_type}, {n}_e string" for n in rules)
     assert_df_equality(rows.select(*columns), spark.createDataFrame(expected, schema),
                        ignore_nullable=True, ignore_row_order=True)
