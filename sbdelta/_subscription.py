@@ -86,6 +86,19 @@ class Admission:
         self.evaluates_messages = any(
             w.rule.action is not None or not isinstance(w.rule.filter, _CONSTANT_FILTERS)
             for w in self.windows)
+        self._columns: Dict[str, Any] = {}
+
+    def _column(self, name: str, make):
+        """The Column ``make()`` builds, built once per Spark context: a rule's Column costs
+        hundreds of py4j calls to build (about a second for a few rules with actions), and an
+        Admission lives as long as its entity's registry version (the resolver's cache)."""
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        cached = self._columns.get(name)
+        if cached is None or cached[0] is not context:
+            cached = self._columns[name] = (context, make())
+        return cached[1]
 
     def __call__(self, rows):
         from pyspark.sql import functions as F
@@ -95,7 +108,8 @@ class Admission:
         if self.copy_numbers:
             rows = self._copies(rows, with_properties)
         else:
-            rows = rows.withColumn("_admit", with_properties(self._evaluate))
+            rows = rows.withColumn("_admit", self._column(
+                "admit", lambda: with_properties(self._evaluate)))
             if self.dead_letter_errors and self.dead_letters:
                 rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
                         .withColumn("dead_letter_reason",
@@ -279,7 +293,8 @@ class Admission:
             return self._matches(rules, admit)
 
         old_size = F.coalesce(F.octet_length(original), F.lit(0))
-        rows = (rows.withColumn("_copy", F.explode(with_properties(evaluate)))
+        rows = (rows.withColumn("_copy", self._column(
+                    "copies", lambda: F.explode(with_properties(evaluate))))
                 .withColumn("seq", F.col("seq").bitwiseOR(
                     F.shiftleft(F.col("_copy.copy"), COPY_SHIFT)))
                 .withColumn("size", (F.col("size") - old_size + F.coalesce(

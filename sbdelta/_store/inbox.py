@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import Dict, Iterable, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deltalog, rs
 from .delta import find_commit, latest_snapshot, remove_files_quietly
@@ -53,13 +53,26 @@ def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, 
     return rows if store.admit is None else store.admit(rows)
 
 
+def inbox_rows(store, frontiers: Dict[int, int], lo: int, hi: int,
+               columns: Optional[Sequence[str]] = None) -> List[dict]:
+    """:func:`inbox_range` read by delta-rs, without Spark: dicts (:func:`.rs.inbox_rows`;
+    only ``columns`` of a queue's rows when given). A subscription's rows go through its rules
+    in Python (:meth:`sbdelta._subscription.Admission.admit_rows`: the same rows, copies,
+    properties and dead-letter reasons as the Spark form), so they need every column."""
+    if store.admit is None:
+        return rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number,
+                             columns=columns)
+    return store.admit.admit_rows(
+        rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number))
+
+
 def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                as_rows: bool = False, mine: Optional[Sequence[str]] = None):
     """Find unregistered inbox rows, reading as few commits as it can.
 
     Returns (rows, last version read, available count per partition), the rows a DataFrame
     (Spark reads the change feed) or None; with ``as_rows`` (a queue's local inbox, the
-    delta-rs engine) a list of dicts read by delta-rs (:func:`.rs.inbox_rows`).
+    delta-rs engine) a list of dicts read by delta-rs (:func:`inbox_rows`).
     Reads versions [lo, lo+window) and widens the window (x8) while fewer than ``need``
     rows turned up and newer versions exist, so the cost follows the batch, not the
     backlog. With ``mine`` (a session receive: the ids of the sessions held) only their rows
@@ -77,8 +90,7 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         pids = [p for p, start in lagging.items() if start <= hi]
         own = None  # rows of ``mine`` found (None: every row counts)
         if as_rows:
-            df = rs.inbox_rows(store.inbox_path, {p: frontiers.get(p, -1) for p in pids},
-                               lo, hi, sequence_number)
+            df = inbox_rows(store, {p: frontiers.get(p, -1) for p in pids}, lo, hi)
             counts = dict(Counter(row["pid"] for row in df))
             if mine is not None:
                 own = sum(1 for row in df if row.get("session_id") in mine)

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .._clock import as_utc, from_spark
 from . import rs
 from .literals import sql_literal
-from .inbox import inbox_range, scan_inbox
+from .inbox import inbox_range, inbox_rows, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
                      FRONTIER, MESSAGE_FIELDS, MSG, PID_SHIFT, SCHEDULED, kept_frontier_sql,
                      key_sql, msg_key, partition_of, position_of, start_version)
@@ -56,9 +56,9 @@ def peek(store, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
 
 
 def _peek_layer(store, n: int, from_seq: int, p: int, where: str):
-    # A queue's peek under the delta-rs engine reads through delta-rs and DataFusion (no
-    # Spark); a subscription's sees its topic's inbox through its rules, in Spark.
-    fast = store.admit is None and store.engine.settles(store.messages_path)
+    # Under the delta-rs engine a peek reads through delta-rs and DataFusion (no Spark); a
+    # subscription's sees its topic's inbox through its rules, run in Python there.
+    fast = store.engine.settles(store.messages_path)
     # One read for both the registered messages and the partition's frontier row (sorted
     # first), instead of two queries of the same snapshot.
     first = query(store, (
@@ -83,7 +83,8 @@ def _peek_layer(store, n: int, from_seq: int, p: int, where: str):
             rejected = (" AND dead_letter_reason IS NULL"
                         if not fast and "dead_letter_reason" in new.columns else "")
             if fast:
-                new = [row for row in new if row["seq"] >= from_seq]
+                new = [row for row in new if row["seq"] >= from_seq
+                       and row.get("dead_letter_reason") is None]
             # Cancelled before registration (TOPIC-6 / schedule.cancel_scheduled): a
             # tombstone under the key of the message's position hides it (and its copies).
             rows += query(store, (
@@ -155,9 +156,9 @@ def counts(store, now: datetime) -> Counts:
     """The entity's message counts at ``now`` (PART-6: summed over its partitions): the
     registered messages, and the inbox rows past the frontiers (not yet registered) less the
     ones a tombstone cancelled. A queue's counts on a local table need no Spark (the same SQL
-    in DataFusion, the inbox rows read by delta-rs); a subscription's inbox rows go through
-    its rules, in Spark."""
-    fast = store.admit is None and store.engine.settles(store.messages_path)
+    in DataFusion, the inbox rows read by delta-rs; a subscription's through its rules, in
+    Python), else Spark."""
+    fast = store.engine.settles(store.messages_path)
     now_sql = sql_literal(now)
     live = f"state NOT IN ('{DEADLETTERING}', '{COMPLETED}')"
     active = f"state = '{ACTIVE}' OR (state = '{SCHEDULED}' AND visible_at <= {now_sql})"
@@ -196,15 +197,14 @@ def counts(store, now: datetime) -> Counts:
 
 def _unregistered_counts(store, lagging: Dict[int, int], lo: int, hi: int, now: datetime,
                          tombstones) -> Counts:
-    """A queue's inbox rows past its frontiers, counted in Python from what delta-rs read of
-    the change feed (only the columns counted: no bodies)."""
-    from .layout import sequence_number
-
+    """The inbox rows past the frontiers, counted in Python from what delta-rs read of the
+    change feed (a queue's: only the columns counted, no bodies; a subscription's: those its
+    rules admit, less those bound for its dead-letter queue)."""
     out = Counts()
-    for row in rs.inbox_rows(store.inbox_path, lagging, lo, hi, sequence_number,
-                             columns=["kind", "scheduled_enqueue_time", "enqueued_time",
-                                      "size"]):
-        if row["kind"] != MSG or (row["pid"], msg_key(row["pos"])) in tombstones:
+    for row in inbox_rows(store, lagging, lo, hi,
+                          columns=["kind", "scheduled_enqueue_time", "enqueued_time", "size"]):
+        if (row["kind"] != MSG or (row["pid"], msg_key(row["pos"])) in tombstones
+                or row.get("dead_letter_reason") is not None):
             continue
         scheduled = as_utc(row["scheduled_enqueue_time"])
         if scheduled is not None and scheduled > now:

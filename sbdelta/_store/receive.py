@@ -26,7 +26,7 @@ from .inbox import scan_inbox
 from .layout import CANCELLED, COLUMN_NAMES, DEFERRED, FRONTIER, MSG, frontier_at, start_version
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .reads import by_seq, query, spark_query
-from .receive_plan import Choice, Grant, plan_sql, source
+from .receive_plan import REJECT_COLUMNS, Choice, Grant, plan_sql, source
 from .schema import ddl
 from .sessions import SessionHold
 
@@ -179,9 +179,10 @@ PLAN_OPS = ("update", "insert", "delete")
 
 def _fast(store, n: int, as_rows: bool) -> bool:
     """Whether this receive plans and commits through delta-rs, without Spark: a list
-    receive of a queue, a session of one, or a dead-letter queue (no subscription rules) on
-    tables the store's engine settles with delta-rs (a local namespace)."""
-    return (as_rows and n <= LITERAL_ROWS and store.admit is None
+    receive (of a queue, a subscription, a session of either, a dead-letter queue) on tables
+    the store's engine settles with delta-rs (a local namespace). A subscription's rules then
+    run in Python over the rows read (:func:`.inbox.inbox_rows`)."""
+    return (as_rows and n <= LITERAL_ROWS
             and store.engine.settles(store.messages_path)
             and (store.dead_letter or store.engine.reads(store.inbox_path)))
 
@@ -235,7 +236,9 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
     literal relation) and commit it with delta-rs's MERGE: no Spark. ``guard``: a session's
     row at the revision read, committed with the plan (the receive lands only while the
     session is held). Returns the handed-out rows, as Rows sorted by sequence number."""
-    sql = _plan(store, choice, new_rows, policy, now, delete, lock)
+    # Rows a subscription's rules bound for the dead-letter queue carry their reason.
+    rejects = bool(new_rows) and REJECT_COLUMNS[0] in new_rows[0]
+    sql = _plan(store, choice, new_rows, policy, now, delete, lock, rejects)
     rows = [] if sql is None else query(store, sql, _taken_rows(new_rows or [], choice),
                                         fast=True)
     changes = [r.asDict() for r in rows if r._op is not None]
@@ -247,14 +250,21 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
 
 
 def _taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
-    """Of the new rows read (a queue's: one copy per position), those a plan can take: per
-    chosen partition the first ``take_new`` in sequence order. The plan takes the same; the
-    rest would only make its literal relation longer."""
+    """Of the new rows read, those a plan can take: per chosen partition the first
+    ``take_new`` in order of position and copy, and the other copies of the last position
+    taken (a subscription's action copies, TOPIC-5: a position is registered whole). The plan
+    takes the same; the rest would only make its literal relation longer."""
     by_pid: Dict[int, List[dict]] = {}
-    for row in sorted(rows, key=lambda r: r["seq"]):
+    for row in sorted(rows, key=lambda r: (r["pos"], r["seq"])):
         by_pid.setdefault(row["pid"], []).append(row)
-    return [row for p in choice.chosen
-            for row in by_pid.get(p, [])[:choice.take_new.get(p, 0)]]
+    taken = []
+    for p in choice.chosen:
+        found, n = by_pid.get(p, []), choice.take_new.get(p, 0)
+        if n <= 0:
+            continue
+        last = found[:n][-1]["pos"] if found[:n] else None
+        taken += found[:n] + [row for row in found[n:] if row["pos"] == last]
+    return taken
 
 
 def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:

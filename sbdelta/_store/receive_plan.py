@@ -286,12 +286,16 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
 
 
 def values_cte(rows: Sequence[dict]) -> str:
-    """``{N}`` as a literal relation of new inbox rows (dicts with :data:`NEW_COLUMNS`): the
-    columns in :data:`DECIDING` as literals, the others NULL (the caller fills them in from
-    its rows by sequence number: they only pass through)."""
-    kinds = dict(NEW_COLUMNS)
-    names = [n for n, _ in NEW_COLUMNS]
+    """``{N}`` as a literal relation of new inbox rows (dicts with :data:`NEW_COLUMNS`, and
+    :data:`REJECT_COLUMNS` when a subscription's rules set them): the columns in
+    :data:`DECIDING` and the reject columns as literals, the others NULL (the caller fills
+    them in from its rows by sequence number: they only pass through)."""
+    columns = NEW_COLUMNS + (tuple((n, "STRING") for n in REJECT_COLUMNS)
+                             if rows and REJECT_COLUMNS[0] in rows[0] else ())
+    kinds = dict(columns)
+    names = [n for n, _ in columns]
+    literal = set(DECIDING) | set(REJECT_COLUMNS)
     values = ", ".join(
-        "(" + ", ".join(_typed(sql_literal(row[n]) if n in DECIDING else "NULL", kinds[n])
+        "(" + ", ".join(_typed(sql_literal(row[n]) if n in literal else "NULL", kinds[n])
                         for n in names) + ")" for row in rows)
     return f"(SELECT * FROM (VALUES {values}) AS v({', '.join(names)}))"

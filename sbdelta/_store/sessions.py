@@ -29,9 +29,9 @@ from .apply import apply_rows
 from .delta import retry
 from .literals import sql_literal
 from . import rs
-from .inbox import inbox_range, scan_inbox
+from .inbox import inbox_range, inbox_rows, scan_inbox
 from .layout import (ACTIVE, CONTROL_COLUMNS, DEFERRED, FRONTIER, MSG, PID_SHIFT, SCHEDULED,
-                     SESSION, frontier_at, sequence_number, session_key, sessions_sql,
+                     SESSION, frontier_at, session_key, sessions_sql,
                      start_version)
 from .locks import Policy, conditions, lock_token, lock_token_prefix
 from .reads import query
@@ -194,9 +194,9 @@ def _oldest_first(rows, taken) -> List[Tuple[str, int]]:
 
 
 def _fast(store) -> bool:
-    """Whether delta-rs reads this entity's tables for the session queries (a local queue;
-    a subscription's inbox is read through its rules, by Spark)."""
-    return (store.admit is None and store.engine.settles(store.messages_path)
+    """Whether delta-rs reads this entity's tables for the session queries (local tables; a
+    subscription's inbox rows go through its rules in Python, :func:`.inbox.inbox_rows`)."""
+    return (store.engine.settles(store.messages_path)
             and (not store.inbox_path or store.engine.reads(store.inbox_path)))
 
 
@@ -204,7 +204,7 @@ def _inbox_rows(store, frontiers, lo: int, hi: int, fast: bool):
     """The inbox rows of versions lo..hi past the frontiers: dicts read by delta-rs (``fast``)
     or a Spark DataFrame, the relation ``{N}`` of :func:`.reads.query` either way."""
     if fast:
-        return rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number)
+        return inbox_rows(store, frontiers, lo, hi)
     return inbox_range(store, list(frontiers), frontiers, lo, hi)
 
 

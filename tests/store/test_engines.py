@@ -419,6 +419,53 @@ def test_sess_2_3_5_6_session_receivers_do_the_same_through_delta_rs_without_a_j
         assert client.get_queue_receiver("s", session_id="a").peek_messages(10) == []
 
 
+def test_topic_1_4_5_sess_1_subscription_receivers_do_the_same_through_delta_rs_without_a_jvm(
+        spark, tmp_path):
+    """Issue 16: subscription receivers on a local namespace run through delta-rs, their rules
+    evaluated in Python over the inbox rows delta-rs reads (``tests/workers/
+    subscription_scenario.py``): counts and peeks before any receive, receives in batches,
+    copies per rule action (TOPIC-5), filter and action failures and session-less messages of
+    a session subscription (SESS-1) dead-lettered, next-available session receivers; in a
+    process where no JVM starts. The same scenario through Spark (Column expressions over
+    the change feed) on a second namespace ends the same."""
+    import json
+
+    from ..conftest import run_python
+    from ..workers import subscription_scenario
+
+    reports = {}
+    for engine in ("delta-rs", "spark"):
+        ns = str(tmp_path / engine)
+        subscription_scenario.prepare(ServiceBusAdministrationClient(ns, spark=spark))
+        if engine == "delta-rs":
+            proc = run_python("-m", "tests.workers.subscription_scenario", ns)
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
+            reports[engine] = json.loads(out.strip().splitlines()[-1])
+            assert reports[engine].pop("jvm") is False
+        else:
+            reports[engine] = subscription_scenario.run(ns, "spark", spark)
+    assert reports["delta-rs"] == reports["spark"]
+    one, five, text = ({"n": 1}, {"n": 5, "colour": "red"}, {"n": "abc"})
+    assert reports["spark"] == {
+        "all": {"before": 3, "peeked": [["m1", one, "a"], ["m2", five, "b"],
+                                        ["m3", text, None]],
+                "got": [["m1", one, "a"], ["m2", five, "b"], ["m3", text, None]],
+                "copies": 3, "dead": [], "after": [0, 0]},
+        "copies": {"before": 7, "peeked": (copies := sorted([
+            ["m1", one, "a"], ["m1", {**one, "tag": "x", "RuleName": "tag"}, "a"],
+            ["m2", five, "b"], ["m2", {**five, "tag": "x", "RuleName": "tag"}, "b"],
+            ["m2", {"n": 10, "RuleName": "double"}, "b"],
+            ["m3", text, None], ["m3", {**text, "tag": "x", "RuleName": "tag"}, None]],
+            key=repr)),
+            "got": copies, "copies": 7, "dead": [["m3", "RuleActionException"]],
+            "after": [0, 0]},
+        "dead": {"before": 1, "peeked": [["m2", five, "b"]], "got": [["m2", five, "b"]],
+                 "copies": 1, "dead": [["m3", "FilterException"]], "after": [0, 0]},
+        "sess": {"before": 2, "peeked": None, "got": [["m1", one, "a"], ["m2", five, "b"]],
+                 "copies": 2, "dead": [["m3", "Session id is null."]], "after": [0, 0]}}
+
+
 @pytest.mark.parametrize("engine, sends, settles", [
     ("spark", "Spark", "Spark"), ("auto", "delta-rs", "delta-rs"),
     ("delta-rs", "delta-rs", "delta-rs")])
