@@ -17,18 +17,17 @@ from sbdelta.exceptions import OperationTimeoutError
 from sbdelta.management import (CorrelationRuleFilter, RuleProperties,
                                 ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter)
 
-SUBSCRIPTIONS = ("all", "copies", "dead", "sess")
+SUBSCRIPTIONS = ("copies", "dead", "sess")
 
 
 def prepare(admin: ServiceBusAdministrationClient) -> None:
-    """Topic ``t``: ``all`` takes everything; ``copies`` has a rule without an
-    action and two with actions (one copy each, TOPIC-5); ``dead`` has a filter that fails on
-    a text property (dead-lettered, TOPIC-5); ``sess`` requires sessions (SESS-1). Locks of
+    """Topic ``t``: ``copies`` has a rule without an action that takes everything and two
+    with actions (one copy each, TOPIC-5); ``dead`` has a filter that fails on a text
+    property (dead-lettered, TOPIC-5); ``sess`` requires sessions (SESS-1). Locks of
     five minutes: a Spark receive of a subscription takes seconds, and the scenario settles
     a message after several receives on the real clock."""
     admin.create_topic("t")
     lock = {"lock_duration": timedelta(minutes=5)}
-    admin.create_subscription("t", "all", **lock)
     admin.create_subscription("t", "copies", **lock, default_rule=RuleProperties(
         "t", "copies", "all", filter=SqlRuleFilter("1 = 1")))
     admin.create_rule("t", "copies", "tag", filter=SqlRuleFilter("EXISTS(n)"),
