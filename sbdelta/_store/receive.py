@@ -26,7 +26,7 @@ from .inbox import scan_inbox
 from .layout import CANCELLED, COLUMN_NAMES, DEFERRED, FRONTIER, MSG, frontier_at, start_version
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .reads import by_seq, query, spark_query
-from .receive_plan import REJECT_COLUMNS, Choice, Grant, plan_sql, source
+from .receive_plan import REJECT_COLUMNS, Choice, Grant, plan_sql, source, taken_rows
 from .schema import ddl
 from .sessions import SessionHold
 
@@ -239,7 +239,7 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
     # Rows a subscription's rules bound for the dead-letter queue carry their reason.
     rejects = bool(new_rows) and REJECT_COLUMNS[0] in new_rows[0]
     sql = _plan(store, choice, new_rows, policy, now, delete, lock, rejects)
-    rows = [] if sql is None else query(store, sql, _taken_rows(new_rows or [], choice),
+    rows = [] if sql is None else query(store, sql, taken_rows(new_rows or [], choice),
                                         fast=True)
     changes = [r.asDict() for r in rows if r._op is not None]
     if guard is not None:
@@ -247,24 +247,6 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
     if changes:
         apply_rows(store, changes, choice.chosen, now)
     return sorted((r for r in rows if r._out), key=lambda r: r.seq)
-
-
-def _taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
-    """Of the new rows read, those a plan can take: per chosen partition the first
-    ``take_new`` in order of position and copy, and the other copies of the last position
-    taken (a subscription's action copies, TOPIC-5: a position is registered whole). The plan
-    takes the same; the rest would only make its literal relation longer."""
-    by_pid: Dict[int, List[dict]] = {}
-    for row in sorted(rows, key=lambda r: (r["pos"], r["seq"])):
-        by_pid.setdefault(row["pid"], []).append(row)
-    taken = []
-    for p in choice.chosen:
-        found, n = by_pid.get(p, []), choice.take_new.get(p, 0)
-        if n <= 0:
-            continue
-        last = found[:n][-1]["pos"] if found[:n] else None
-        taken += found[:n] + [row for row in found[n:] if row["pos"] == last]
-    return taken
 
 
 def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:

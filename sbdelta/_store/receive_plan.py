@@ -285,6 +285,24 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     parts.append(f"SELECT {source(frontier)} FROM fr")
 
 
+def taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
+    """Of the new rows read, those a plan can take: per chosen partition the first
+    ``take_new`` in order of position and copy, and the other copies of the last position
+    taken (a subscription's action copies, TOPIC-5: a position is registered whole). The plan
+    takes the same; the rest would only make its literal relation longer."""
+    by_pid: Dict[int, List[dict]] = {}
+    for row in sorted(rows, key=lambda r: (r["pos"], r["seq"])):
+        by_pid.setdefault(row["pid"], []).append(row)
+    taken = []
+    for p in choice.chosen:
+        found, n = by_pid.get(p, []), choice.take_new.get(p, 0)
+        if n <= 0:
+            continue
+        last = found[:n][-1]["pos"] if found[:n] else None
+        taken += found[:n] + [row for row in found[n:] if row["pos"] == last]
+    return taken
+
+
 def values_cte(rows: Sequence[dict]) -> str:
     """``{N}`` as a literal relation of new inbox rows (dicts with :data:`NEW_COLUMNS`, and
     :data:`REJECT_COLUMNS` when a subscription's rules set them): the columns in
