@@ -95,8 +95,8 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     sender = _in_thread(["send", ns, f"{queues},topic:{TOPIC}", logs[0], str(MESSAGES), "100"],
                         spark)
     # Mixed engines (issue 16): r1 reads, receives and settles through Spark (engine "spark"),
-    # r2 through delta-rs (auto: its queue receives plan in DataFusion and commit with
-    # delta-rs's MERGE; its subscription and session receives plan in Spark).
+    # r2 through delta-rs (auto: its queue and subscription receives plan in DataFusion, the
+    # rules in Python, and commit with delta-rs's MERGE; it starts no JVM, logged at its end).
     # Each receiver looks at its own subscription first (only it drains that one; the others
     # both share): on a loaded machine a Spark receiver's first receives take a minute each.
     procs = [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,

@@ -59,6 +59,13 @@ def _receiver(client, admin, spec):
     return client.get_queue_receiver(spec), admin.get_queue(spec).lock_duration.total_seconds()
 
 
+def _jvm_started() -> bool:
+    """Whether this process started a JVM (a delta-rs receiver needs none)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
 def main(argv, spark=None):
     """Run one worker; ``spark``: the session to use (a test running a worker in a thread of
     its own process passes its session), else the worker's own."""
@@ -143,8 +150,9 @@ def main(argv, spark=None):
                         _log(log, event="lock_lost", queue=q, error=str(exc))
                 if idle:
                     if os.path.exists(log_path + ".stop"):
-                        return
+                        break
                     time.sleep(0.2)
+            _log(log, event="engine", jvm=_jvm_started())
             return
         if mode == "chaos":
             batch = int(argv[4])
