@@ -25,8 +25,8 @@ from .literals import local_path, sql_literal
 from .deltalog import add_missing_columns, require_portable
 from .engines import Engine, resolve_engine
 from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES, LOG_FILE,
-                     MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, case_by_pid,
-                     key_partition)
+                     MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, SESSION,
+                     case_by_pid, key_partition)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import FOREIGN_FEATURES, ddl, tblproperties
@@ -296,9 +296,11 @@ class MessageStore:
 
     def dead_rows(self, frontiers: Dict[int, int], now: datetime, live_sources=None):
         """Rows nobody reads again: cancellation tombstones behind the frontier, duplicate
-        detection history no message can still be checked against, and (dead-letter table)
-        COMPLETED tombstones whose source row is gone (``live_sources``: keys still
-        DEADLETTERING in the source).
+        detection history no message can still be checked against, session rows without
+        state that nobody holds (their lock ended the operation bound ago: no holder's commit
+        read them later; the next receiver of the session inserts a new one), and
+        (dead-letter table) COMPLETED tombstones whose source row is gone (``live_sources``:
+        keys still DEADLETTERING in the source).
 
         History of an id is checked when a receive registers a message (not when it is sent),
         against the message's enqueued time. It is kept while an inbox row past its partition's
@@ -321,7 +323,10 @@ class MessageStore:
             history = history.join(
                 pending, F.expr("pid = _pid AND message_id = _mid AND _enq < dedup_until"),
                 "left_anti")
-        return tombstones.unionByName(history)
+        bound = sql_literal(now - OPERATION_BOUND)
+        idle_sessions = m.where(f"kind = '{SESSION}' AND application_properties IS NULL "
+                                f"AND (locked_until IS NULL OR locked_until <= {bound})")
+        return tombstones.unionByName(history).unionByName(idle_sessions)
 
     def purge_rows(self, read_rows, now: datetime) -> int:
         """Delete the rows ``read_rows()`` reads from this table, by revision: one guarded

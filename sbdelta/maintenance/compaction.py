@@ -81,8 +81,9 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
        messages table or settled) are deleted, whole send commits at a time;
     2. cancellation tombstones behind the frontier, duplicate-detection history no message can
        still be checked against (past its window by the operation bound, and no unregistered
-       inbox row with its id inside the window), and dead-letter COMPLETED tombstones whose
-       source row is gone are deleted, by revision (the receivers' guarded MERGE, so a
+       inbox row with its id inside the window), session rows without state whose lock ended
+       the operation bound ago (SESS-5: a state keeps its row), and dead-letter COMPLETED
+       tombstones whose source row is gone are deleted, by revision (the receivers' guarded MERGE, so a
        concurrent change makes this step re-plan);
     3. the messages and dead-letter tables are OPTIMIZEd (the inbox is not: change-data reads
        of unregistered commits need its original files);

@@ -143,6 +143,47 @@ def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, 
         admin.list_sessions(queue())
 
 
+def test_sess_5_compaction_removes_session_rows_without_state_nobody_holds(
+        spark, ns, client, queue, admin, clock):
+    """A session row keeps a session's lock and state. Once its lock ended the operation
+    bound ago and it holds no state, compaction deletes it (it would otherwise stay for every
+    session id ever used); a row with state stays (SESS-5), and the session can be taken
+    again (a new row)."""
+    from chispa import assert_df_equality
+
+    from sbdelta.maintenance import compact
+
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, "a-1")
+    with client.get_queue_receiver(name, session_id="a", max_wait_time=0) as ra:
+        ra.complete_messages(ra.receive_messages(5))
+    with client.get_queue_receiver(name, session_id="s", max_wait_time=0) as rs:
+        rs.session.set_state(b"kept")
+    with client.get_queue_receiver(name, session_id="b", max_wait_time=0) as rb:
+        rb.session.renew_lock()  # held, nothing more
+    store = client._entities.queue(name).store
+
+    def session_rows(*ids):
+        got = store.messages().where("kind = 'SESSION'").select("session_id")
+        assert_df_equality(got, spark.createDataFrame([(i,) for i in ids], got.schema),
+                           ignore_row_order=True)
+
+    session_rows("a", "b", "s")
+    clock.advance(timedelta(minutes=50))  # the locks ended less than the bound ago
+    compact(ns, entities=[name], clock=clock, spark=spark)
+    session_rows("a", "b", "s")
+    clock.advance(timedelta(minutes=20))
+    report = compact(ns, entities=[name], clock=clock, spark=spark)
+    assert report.entities[0].tombstones_purged == 2
+    session_rows("s")
+    assert admin.list_sessions(name) == ["s"]
+    send(client, name, "a-2")
+    with client.get_queue_receiver(name, session_id="a", max_wait_time=0) as again:
+        assert [m.message_id for m in again.receive_messages(5)] == ["a-2"]
+    with client.get_queue_receiver(name, session_id="s", max_wait_time=0) as rs:
+        assert rs.session.get_state() == b"kept"
+
+
 def test_sess_2_subscriptions_of_a_topic_have_sessions_too(admin, client):
     admin.create_topic("t-sessions", enable_partitioning=True)
     admin.create_subscription("t-sessions", "s", requires_session=True)
