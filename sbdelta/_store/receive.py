@@ -26,7 +26,7 @@ from .inbox import scan_inbox
 from .layout import CANCELLED, COLUMN_NAMES, DEFERRED, FRONTIER, MSG, frontier_at, start_version
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .reads import by_seq, query, spark_query
-from .receive_plan import REJECT_COLUMNS, Choice, Grant, plan_sql, source, taken_rows
+from .receive_plan import Choice, Grant, carries_rejects, plan_sql, source, taken_rows
 from .schema import ddl
 from .sessions import SessionHold
 
@@ -237,7 +237,7 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
     row at the revision read, committed with the plan (the receive lands only while the
     session is held). Returns the handed-out rows, as Rows sorted by sequence number."""
     # Rows a subscription's rules bound for the dead-letter queue carry their reason.
-    rejects = bool(new_rows) and REJECT_COLUMNS[0] in new_rows[0]
+    rejects = carries_rejects(new_rows)
     sql = _plan(store, choice, new_rows, policy, now, delete, lock, rejects)
     rows = [] if sql is None else query(store, sql, taken_rows(new_rows or [], choice),
                                         fast=True)

@@ -303,13 +303,19 @@ def taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
     return taken
 
 
+def carries_rejects(rows: Sequence[dict]) -> bool:
+    """Whether new rows read by delta-rs carry :data:`REJECT_COLUMNS` (a subscription's rules
+    set them on every row they admit when some rows may go to the dead-letter queue)."""
+    return bool(rows) and REJECT_COLUMNS[0] in rows[0]
+
+
 def values_cte(rows: Sequence[dict]) -> str:
     """``{N}`` as a literal relation of new inbox rows (dicts with :data:`NEW_COLUMNS`, and
     :data:`REJECT_COLUMNS` when a subscription's rules set them): the columns in
     :data:`DECIDING` and the reject columns as literals, the others NULL (the caller fills
     them in from its rows by sequence number: they only pass through)."""
     columns = NEW_COLUMNS + (tuple((n, "STRING") for n in REJECT_COLUMNS)
-                             if rows and REJECT_COLUMNS[0] in rows[0] else ())
+                             if carries_rejects(rows) else ())
     kinds = dict(columns)
     names = [n for n, _ in columns]
     literal = set(DECIDING) | set(REJECT_COLUMNS)
