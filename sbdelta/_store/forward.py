@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from .._durations import expiry_sql
+from . import forward_rows
 from .apply import apply_df, as_ops, to_source
 from .delta import latest_snapshot, retry
 from .literals import sql_literal
@@ -192,6 +193,10 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
     from pyspark.sql import functions as F
 
     app_id = forwarding_id(source)
+    if forward_rows.usable(source, dest):  # a local namespace: delta-rs, no Spark job
+        step = forward_rows.new_step(source, dest, policy, now, app_id, VERSION_WINDOW)
+        if step is not None:
+            return step
     found = (source.messages()
              .where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')")
              .select("pid", "k", "kind", "seq", "rev", "lock_token",

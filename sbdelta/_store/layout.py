@@ -180,6 +180,35 @@ def key_partition(key: str, partitions: int) -> int:
     return zlib.crc32(key.encode("utf-8")) % partitions if partitions > 1 else 0
 
 
+_U64 = (1 << 64) - 1
+_P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+_P4, _P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (64 - bits))) & _U64
+
+
+def spark_xxhash64(value: int) -> int:
+    """Spark's ``xxhash64`` of one BIGINT (XXH64 with seed 42, as Spark's ``hashLong``), a
+    signed 64-bit integer: the Python form of the partition choice of rows without a key."""
+    h = (42 + _P5 + 8) & _U64
+    h ^= (_rotl((value & _U64) * _P2 & _U64, 31) * _P1) & _U64
+    h = (_rotl(h, 27) * _P1 + _P4) & _U64
+    h ^= h >> 33
+    h = h * _P2 & _U64
+    h ^= h >> 29
+    h = h * _P3 & _U64
+    h ^= h >> 32
+    return h - (1 << 64) if h >> 63 else h
+
+
+def keyless_partition(seq: int, partitions: int) -> int:
+    """The partition a forwarded message without a key takes in its destination: Spark's
+    ``pmod(xxhash64(seq), partitions)``, in either engine."""
+    return spark_xxhash64(seq) % partitions if partitions > 1 else 0
+
+
 def session_key(session_id: str) -> str:
     return f"s:{session_id}"
 

@@ -105,6 +105,17 @@ def expired_sql(policy: Policy, now: datetime, *, dead_letter: bool, prefix: str
             f"ELSE {stored} <= {sql_literal(now)} END, FALSE)")
 
 
+def expired(policy: Policy, now: datetime, row: dict) -> bool:
+    """:func:`expired_sql` of a row read into Python (a message row, not a dead letter's)."""
+    stored = row.get("expires_at")
+    if stored is not None:
+        return stored <= now
+    if policy.default_ttl is None or now - _NO_MESSAGE_BEFORE <= policy.default_ttl:
+        return False
+    enqueued = row.get("enqueued_time")
+    return enqueued is not None and enqueued <= now - policy.default_ttl
+
+
 def over_limit_sql(policy: Policy, *, dead_letter: bool = False) -> str:
     """RECV-5: the row's message reached the delivery limit. A deferred message never does:
     it is delivered only when asked for by number (SETTLE-4), and expiry is what ends it."""

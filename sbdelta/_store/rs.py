@@ -363,6 +363,45 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     return version
 
 
+def txn_version(path: str, app_id: str) -> int:
+    """The last idempotent-write version the local table ``path`` records for ``app_id``
+    (-1: none), as Spark's ``txnAppId``/``txnVersion`` writes record it. Errors propagate."""
+    found = _latest(local_table(path)).transaction_version(app_id)
+    return -1 if found is None else int(found)
+
+
+def append_once(path: str, names: Sequence[str], rows: Sequence[tuple], app_id: str,
+                version: int) -> bool:
+    """Append ``rows`` (as :func:`append`) to the local table ``path`` once per (``app_id``,
+    ``version``), as Spark's idempotent writes do (``txnAppId``/``txnVersion``): nothing is
+    written when the table records that version or a later one for the app id. Returns
+    whether this call appended.
+
+    delta-rs does not skip a recorded version itself: the check is made here, on the very
+    snapshot the commit is made against, and a commit by anyone after that snapshot that
+    records the same app id (delta-rs or Spark) makes delta-rs refuse this one.
+
+    Raises:
+        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry: the
+            retry reads the version the winner recorded).
+    """
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    with _writing(path) as (_, table):
+        done = table.transaction_version(app_id)
+        if done is not None and int(done) >= version:
+            return False
+        before = table.version()
+        data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],
+                                    schema=pa.schema(table.schema().to_arrow()))
+        write_deltalake(table, data, mode="append", commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id, int(version))]),
+            post_commithook_properties=_post_commit())
+    _checkpoint_after(table, before)
+    return True
+
+
 def _post_commit():
     """What delta-rs itself does after every commit of sbdelta: nothing. Never a log cleanup
     (the inbox keeps every commit a frontier has not passed: compaction trims it,

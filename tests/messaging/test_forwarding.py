@@ -14,7 +14,7 @@ import pytest
 from sbdelta import ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
 from sbdelta._namespace import Namespace
-from sbdelta._store import PID_SHIFT, forward as forward_module
+from sbdelta._store import PID_SHIFT, forward as forward_module, rs
 from sbdelta.exceptions import ServiceBusInvalidOperationError
 from sbdelta.maintenance import forward_messages
 
@@ -167,6 +167,24 @@ class Crash(Exception):
     pass
 
 
+def _lose_appends(monkeypatch, after: bool = False):
+    """Make every forwarding append (Spark's and delta-rs's) crash before it lands, or after
+    (``after``), until ``monkeypatch.undo``; returns the engines whose appends crashed."""
+    crashed = []
+    for engine, module in (("spark", forward_module), ("delta-rs", rs)):
+        def lose(*args, _real=module.append_once, _engine=engine):
+            crashed.append(_engine)
+            if after:
+                _real(*args)
+            raise Crash(f"killed {'after' if after else 'before'} the append")
+        monkeypatch.setattr(module, "append_once", lose)
+    return crashed
+
+
+def _resolver(ns, spark, clock, engine):
+    return EntityResolver(Namespace(ns, spark=spark, clock=clock, engine=engine))
+
+
 def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
         client, admin, clock, monkeypatch, ns, spark):
     """Crash points: new rows after the source's commit and before the destination's append;
@@ -188,32 +206,54 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
     source = resolver.queue(src)
     target = forward_module.Destination(resolver.queue(dest).store, None, False)
     policy = source.policy
-    real_append = forward_module.append_once
-
-    def lose_append(*args):
-        raise Crash("killed before the append")
-
-    def lose_after_append(*args):
-        real_append(*args)
-        raise Crash("killed after the append")
-
-    monkeypatch.setattr(forward_module, "append_once", lose_append)
+    _lose_appends(monkeypatch)
     with pytest.raises(Crash):
         source.store.forward_new(target, policy, clock.now())
     with pytest.raises(Crash):
         source.store.forward_registered(target, policy, clock.now())
-    monkeypatch.setattr(forward_module, "append_once", real_append)
+    monkeypatch.undo()
     assert source.store.forward_new(target, policy, clock.now()) == 5  # the marked range, once
     assert source.store.forward_new(target, policy, clock.now()) == 0
     # The marked batch's append never landed: it waits for its mark to run out...
     assert source.store.forward_registered(target, policy, clock.now()) == 0
     clock.advance(timedelta(hours=1, seconds=1))
-    monkeypatch.setattr(forward_module, "append_once", lose_after_append)
+    _lose_appends(monkeypatch, after=True)
     with pytest.raises(Crash):  # ...then comes back and moves; this time the delete is lost
         source.store.forward_registered(target, policy, clock.now())
-    monkeypatch.setattr(forward_module, "append_once", real_append)
+    monkeypatch.undo()
     # Finished (the batch deleted), not repeated.
     assert source.store.forward_registered(target, policy, clock.now()) == 0
     got = sorted(m.message_id for m in received(client, dest, 8))
     assert got == sorted([f"old{i}" for i in range(3)] + [f"new{i}" for i in range(5)])
     assert client.get_queue_receiver(src).peek_messages(10) == []
+
+
+@pytest.mark.parametrize("crashed, recovers", [("delta-rs", "spark"), ("spark", "delta-rs")])
+def test_fwd_2_a_range_one_engine_marked_is_appended_once_by_the_other(
+        admin, client, clock, monkeypatch, ns, spark, crashed, recovers):
+    """A mover that marked a range of new rows and died before its append (``crashed``
+    engine) leaves it to the next mover (``recovers``), which appends it once: Spark's
+    ``txnAppId``/``txnVersion`` and delta-rs's app transactions record the same versions
+    (issue 16)."""
+    src, dest = name("src"), name("dest")
+    admin.create_queue(dest, enable_partitioning=True)
+    admin.create_queue(src)
+    client.get_queue_sender(src).send_messages(
+        [ServiceBusMessage(f"m{i}", message_id=f"m{i}") for i in range(4)])
+    admin.update_queue(admin.get_queue(src), forward_to=dest)
+    movers = {}
+    for engine in (crashed, recovers):
+        resolver = _resolver(ns, spark, clock, engine)
+        source = resolver.queue(src)
+        movers[engine] = (source.store, source.policy, forward_module.Destination(
+            resolver.queue(dest).store, None, False))
+    lost = _lose_appends(monkeypatch)
+    store, policy, target = movers[crashed]
+    with pytest.raises(Crash):
+        store.forward_new(target, policy, clock.now())
+    assert lost == [crashed]
+    monkeypatch.undo()
+    store, policy, target = movers[recovers]
+    assert store.forward_new(target, policy, clock.now()) == 4
+    assert movers[crashed][0].forward_new(movers[crashed][2], policy, clock.now()) == 0
+    assert sorted(m.message_id for m in received(client, dest, 4)) == [f"m{i}" for i in range(4)]

@@ -8,6 +8,7 @@ every moment a lock, a time to live, a delivery limit or a schedule changes what
 """
 
 import shutil
+import zlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -427,7 +428,8 @@ def test_topic_1_4_5_sess_1_subscription_receivers_do_the_same_through_delta_rs_
     copies per rule action (TOPIC-5), filter and action failures and session-less messages of
     a session subscription (SESS-1) dead-lettered, next-available session receivers; in a
     process where no JVM starts. The same scenario through Spark (Column expressions over
-    the change feed) on a second namespace ends the same."""
+    the change feed) on a second namespace ends the same. A subscription that forwards moves
+    what the send brought it on through delta-rs too (FWD-2, PART-8)."""
     import json
 
     from ..conftest import run_python
@@ -459,7 +461,11 @@ def test_topic_1_4_5_sess_1_subscription_receivers_do_the_same_through_delta_rs_
         "dead": {"before": 1, "peeked": [["m2", five, "b"]], "got": [["m2", five, "b"]],
                  "copies": 1, "dead": [["m3", "FilterException"]], "after": [0, 0]},
         "sess": {"before": 2, "peeked": None, "got": [["m1", one, "a"], ["m2", five, "b"]],
-                 "copies": 2, "dead": [["m3", "Session id is null."]], "after": [0, 0]}}
+                 "copies": 2, "dead": [["m3", "Session id is null."]], "after": [0, 0]},
+        # Forwarded by the send (FWD-2); the session id chooses the partition (PART-8).
+        "onward": {"got": [["m2", five, "b"]],
+                   "partitions": [zlib.crc32(b"b") % 16],
+                   "dead": [["m3", "FilterException"]]}}
 
 
 @pytest.mark.parametrize("engine, sends, settles", [

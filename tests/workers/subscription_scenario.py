@@ -1,4 +1,4 @@
-"""One topic scenario (TOPIC-1/4/5, SESS-1) run by either engine (issue 16).
+"""One topic scenario (TOPIC-1/4/5, SESS-1, FWD-2, PART-8) run by either engine (issue 16).
 
 ``python -m tests.workers.subscription_scenario NS`` runs it under ``engine="delta-rs"`` in a
 process that must start no JVM and prints one JSON line; :func:`run` runs it in the test
@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from sbdelta import (NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage,
                      ServiceBusSubQueue)
+from sbdelta._store import PID_SHIFT
 from sbdelta.exceptions import OperationTimeoutError
 from sbdelta.management import (CorrelationRuleFilter, RuleProperties,
                                 ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter)
@@ -37,6 +38,12 @@ def prepare(admin: ServiceBusAdministrationClient) -> None:
     admin.create_subscription("t", "dead", **lock, default_rule=RuleProperties(
         "t", "dead", "r", filter=SqlRuleFilter("n + 1 > 2")))
     admin.create_subscription("t", "sess", requires_session=True, **lock)
+    # ``onward`` forwards what its filter admits to a partitioned queue, dead-letters what
+    # the filter fails on (FWD-2: moved by the send itself).
+    admin.create_queue("out", enable_partitioning=True, **lock)
+    admin.create_subscription("t", "onward", forward_to="out", **lock,
+                              default_rule=RuleProperties("t", "onward", "r",
+                                                          filter=SqlRuleFilter("n + 1 > 2")))
 
 
 def _seen(messages):
@@ -57,7 +64,8 @@ def run(ns: str, engine: str, spark=None) -> dict:
     """Sends three messages to ``t`` (n = 1 in session a, n = 5 labelled ``double`` in session
     b, n = 'abc' labelled ``double`` without a session); per subscription: counts and a peek
     before any receive, what receives hand out (sessions through next-available receivers),
-    the dead-letter queue, and the counts after."""
+    the dead-letter queue, and the counts after; what ``onward`` forwarded (with the
+    destination partitions, PART-8) and dead-lettered."""
     admin = ServiceBusAdministrationClient(ns, engine=engine, spark=spark)
     report = {}
     with ServiceBusClient(ns, engine=engine, spark=spark) as client:
@@ -95,6 +103,15 @@ def run(ns: str, engine: str, spark=None) -> dict:
                 "copies": len({m.sequence_number for m in got}),
                 "dead": sorted([str(m), m.dead_letter_reason] for m in dead),
                 "after": [after.active_message_count, after.dead_letter_message_count]}
+        out = client.get_queue_receiver("out", max_wait_time=0)
+        got = _drain(out)
+        dlq = client.get_subscription_receiver("t", "onward", max_wait_time=0,
+                                               sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        dead = dlq.receive_messages(10)
+        dlq.complete_messages(dead)
+        report["onward"] = {
+            "got": _seen(got), "partitions": sorted(m.sequence_number >> PID_SHIFT for m in got),
+            "dead": sorted([str(m), m.dead_letter_reason] for m in dead)}
     return report
 
 
