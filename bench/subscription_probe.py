@@ -1,6 +1,9 @@
 """A probe (issue 16): one filtered subscription's ``receive_messages(10)`` + ``complete_messages``
 through delta-rs (engine ``auto`` on a local namespace, the rules in Python) and through Spark
-(engine ``spark``), on two copies of the same topic, against a queue's receive through each.
+(engine ``spark``), on two copies of the same topic, against a queue's receive through each;
+and a ``send_messages`` of 10 to a topic whose subscription forwards to a queue (the send
+moves the subscription's share, FWD-2) against the same send to a topic whose subscription
+does not.
 
 ``python -m bench.subscription_probe [ROUNDS]`` prints seconds per round (median) per case.
 """
@@ -31,6 +34,20 @@ def _prepare(ns: str, spark) -> None:
         client.get_topic_sender("t").send_messages(
             [ServiceBusMessage(f"m{i}", application_properties={"g": i % 10})
              for i in range(BACKLOG)])
+    admin.create_topic("plain")
+    admin.create_subscription("plain", "kept")
+    admin.create_queue("relayed")
+    admin.create_topic("relay")
+    admin.create_subscription("relay", "onward", forward_to="relayed")
+
+
+def _sends(sender, rounds: int):
+    times = []
+    for n in range(rounds):
+        started = time.perf_counter()
+        sender.send_messages([ServiceBusMessage(f"s{n}-{i}") for i in range(10)])
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
 
 
 def _rounds(receiver, rounds: int):
@@ -54,8 +71,12 @@ def main(rounds: int) -> None:
                 queue = _rounds(client.get_queue_receiver("q", max_wait_time=0), rounds)
                 sub = _rounds(client.get_subscription_receiver("t", "tenth", max_wait_time=0),
                               rounds)
+                plain = _sends(client.get_topic_sender("plain"), rounds)
+                relay = _sends(client.get_topic_sender("relay"), rounds)
             print(f"engine {engine}: queue receive(10)+complete {queue:.3f} s, 10% filtered "
-                  f"subscription {sub:.3f} s ({sub / queue:.2f}x the queue)", flush=True)
+                  f"subscription {sub:.3f} s ({sub / queue:.2f}x the queue); topic send(10) "
+                  f"{plain:.3f} s, with a forwarding subscription {relay:.3f} s "
+                  f"({relay / plain:.2f}x)", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
