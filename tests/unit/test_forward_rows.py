@@ -5,6 +5,8 @@ hop count, enqueued time, schedule and TTL cut (TTL-3)."""
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from sbdelta._store import forward, forward_rows
 from sbdelta._store.layout import INBOX_COLUMNS, INBOX_NAMES, keyless_partition, spark_xxhash64
 from sbdelta._store.schema import ddl
@@ -67,3 +69,35 @@ def _utc(value):
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc)
     return value
+
+
+def test_fwd_2_append_once_appends_a_version_once_and_a_racing_append_loses(tmp_path):
+    """The idempotent append forwarding relies on (delta-rs's side of Spark's ``txnAppId``/
+    ``txnVersion``): a version recorded for the app id (or a later one) is not appended again;
+    and of two writers that both read "not recorded yet", the second to commit fails
+    (``CommitFailedError``, retried by ``delta.retry``) instead of appending a duplicate."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from sbdelta._store import rs
+
+    path = str(tmp_path / "inbox")
+    write_deltalake(path, pa.table({"n": pa.array([0], pa.int64())}))
+    assert rs.txn_version(path, "fwd:a") == -1
+    assert rs.append_once(path, ["n"], [(1,)], "fwd:a", 7) is True
+    assert rs.append_once(path, ["n"], [(1,)], "fwd:a", 7) is False  # recorded: skipped
+    assert rs.append_once(path, ["n"], [(1,)], "fwd:a", 5) is False  # older: skipped
+    assert rs.append_once(path, ["n"], [(2,)], "fwd:b", 7) is True   # another app id
+    assert rs.txn_version(path, "fwd:a") == 7
+    # The race: both read the table before either recorded version 8.
+    first, second = DeltaTable(path), DeltaTable(path)
+    assert first.transaction_version("fwd:a") == second.transaction_version("fwd:a") == 7
+    write_deltalake(first, pa.table({"n": pa.array([3], pa.int64())}), mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction("fwd:a", 8)]))
+    with pytest.raises(CommitFailedError):
+        write_deltalake(second, pa.table({"n": pa.array([4], pa.int64())}), mode="append",
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction("fwd:a", 8)]))
+    assert rs.append_once(path, ["n"], [(4,)], "fwd:a", 8) is False  # the retry finds it done
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("n").to_pylist()) == [0, 1, 2, 3]
