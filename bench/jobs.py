@@ -32,7 +32,7 @@ def run_jobs(bench) -> List[Row]:
     spark, n = bench.spark, SIZE
     queue, raw = bench.queue("jobs"), bench.raw_path("jobs")
     sender = bench.client.get_queue_sender(queue)
-    receiver = bench.client.get_queue_receiver(queue)
+    receiver = bench.client.get_queue_receiver(queue, max_wait_time=0)
     source = bench.source(n).cache()
     source.count()
     bench.raw_fill(raw, n, n)

@@ -29,7 +29,7 @@ def main(argv):
     open(log_path + ".ready", "w").close()
     while not os.path.exists(go):
         time.sleep(0.01)
-    queue_receiver = client.get_queue_receiver(entity) if kind == "queue" else None
+    queue_receiver = client.get_queue_receiver(entity, max_wait_time=0) if kind == "queue" else None
     with open(log_path, "a") as log:
         while True:
             if queue_receiver is not None:

@@ -55,13 +55,14 @@ def run_sessions(bench) -> List[Row]:
     # One session of R messages per repetition, sent after the backlog.
     for rep in range(s.reps):
         _fill_both(bench, sq, q, _rows(bench, r, 1, f"hot{rep}-", start=backlog + rep * r))
-    queue_receiver = bench.client.get_queue_receiver(q)
+    queue_receiver = bench.client.get_queue_receiver(q, max_wait_time=0)
     sb, base = [], []
     for rep in range(s.reps):
         box = {}
 
         def session_receive():
-            with bench.client.get_queue_receiver(sq, session_id=f"hot{rep}-0") as receiver:
+            with bench.client.get_queue_receiver(sq, session_id=f"hot{rep}-0",
+                                                 max_wait_time=0) as receiver:
                 box["got"] = receiver.receive_dataframe(r).count()
 
         def queue_receive():
@@ -95,12 +96,13 @@ def _group_row(bench) -> Row:
         box = {}
 
         def group():
-            with bench.client.get_queue_sessions_receiver(sq, max_session_count=k) as receiver:
+            with bench.client.get_queue_sessions_receiver(sq, max_session_count=k,
+                                                          max_wait_time=0) as receiver:
                 df = receiver.receive_dataframe(n)
                 box["got"] = receiver.complete_messages(df)
 
         def queue():
-            receiver = bench.client.get_queue_receiver(q)
+            receiver = bench.client.get_queue_receiver(q, max_wait_time=0)
             box["q"] = receiver.complete_messages(receiver.receive_dataframe(n))
 
         a, b = bench.pair(rep, group, queue)

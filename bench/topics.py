@@ -71,12 +71,12 @@ def run_topics(bench) -> List[Row]:
         sender.send_dataframe(_tagged(bench, min(s.backlog_chunk, backlog - at), start=at))
     queue = bench.queue("tqr")
     bench.fill(queue, r * (s.reps + 1), s.backlog_chunk)
-    plain = bench.client.get_queue_receiver(queue)
+    plain = bench.client.get_queue_receiver(queue, max_wait_time=0)
     sb, base = [], []
     for rep in range(s.reps):
         # Each repetition reads another subscription: each one's share of the backlog (10%)
         # is one receive's worth, at the same backlog.
-        sub = bench.client.get_subscription_receiver(topic, f"g{rep % subs}")
+        sub = bench.client.get_subscription_receiver(topic, f"g{rep % subs}", max_wait_time=0)
         for receiver, out in ((sub, sb), (plain, base)):
             with Timer() as t:
                 df = receiver.receive_dataframe(r)
@@ -123,10 +123,11 @@ def _fanout_drain(bench) -> Row:
         bench.fill(queue, f, s.backlog_chunk)
         with Timer() as t:
             for i in range(subs):
-                _drained(bench.client.get_subscription_receiver(topic, f"f{i}"), f, batch)
+                _drained(bench.client.get_subscription_receiver(topic, f"f{i}",
+                                                                max_wait_time=0), f, batch)
         sb.append(t.seconds)
         with Timer() as t:
-            _drained(bench.client.get_queue_receiver(queue), f, batch)
+            _drained(bench.client.get_queue_receiver(queue, max_wait_time=0), f, batch)
         base.append(t.seconds)
     row = Row("topics", f"fan-out drain: {f:,} messages x {subs} subscriptions, "
               f"receive_dataframe + complete_messages of {batch:,}", "msgs/s", True,

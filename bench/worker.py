@@ -38,7 +38,7 @@ def main(argv):
             client.get_queue_sender(warm).send_messages([ServiceBusMessage(b) for b in bodies])
             sender = client.get_queue_sender(queue)
         else:
-            warm_receiver = client.get_queue_receiver(warm)
+            warm_receiver = client.get_queue_receiver(warm, max_wait_time=0)
             warm_got = warm_receiver.receive_messages(batch)
             try:
                 warm_receiver.complete_messages(warm_got)
@@ -49,7 +49,7 @@ def main(argv):
                 _log(log, event="warm_up_lock_lost", error=str(exc),
                      locked_until=[m.locked_until_utc.timestamp() for m in warm_got],
                      at=time.time())
-            receiver = client.get_queue_receiver(queue)
+            receiver = client.get_queue_receiver(queue, max_wait_time=0)
             lock = client._entities.queue(queue).properties.lock_duration.total_seconds()
         _log(log, event="ready", pid=os.getpid())
         while not os.path.exists(go_file):

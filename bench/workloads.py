@@ -177,7 +177,7 @@ class Bench:
             queue, raw = self.queue("recv"), self.raw_path("recv")
             self.fill(queue, total, n)
             self.raw_fill(raw, total, n)
-            receiver = self.client.get_queue_receiver(queue)
+            receiver = self.client.get_queue_receiver(queue, max_wait_time=0)
             r_sb, r_base, c_sb, c_base = [], [], [], []
             for rep in range(s.reps):
                 lo, hi = rep * n, (rep + 1) * n
@@ -237,7 +237,7 @@ class Bench:
         for depth in s.backlog:
             queue = self.queue("backlog")
             self.fill(queue, depth, s.backlog_chunk)
-            receiver = self.client.get_queue_receiver(queue)
+            receiver = self.client.get_queue_receiver(queue, max_wait_time=0)
             seconds = []
             for _ in range(s.reps):
                 with Timer() as t:
@@ -277,7 +277,7 @@ class Bench:
                     [ServiceBusMessage(body_bytes(i, KB)) for i in range(s.latency_reps + 1)])
             for i in range(s.latency_reps + 1):
                 for q in queues:
-                    receiver = self.client.get_queue_receiver(q)
+                    receiver = self.client.get_queue_receiver(q, max_wait_time=0)
                     with Timer() as t:
                         got = receiver.receive_messages(1, max_wait_time=30)
                     if len(got) != 1:
@@ -288,7 +288,7 @@ class Bench:
             return times
 
         fresh, worn = self.queue("fresh"), self.queue("worn")
-        receiver = self.client.get_queue_receiver(worn)
+        receiver = self.client.get_queue_receiver(worn, max_wait_time=0)
         for round_ in range(s.maintenance_rounds):
             self.fill(worn, s.maintenance_batch, s.maintenance_batch,
                       start=round_ * s.maintenance_batch)
@@ -322,7 +322,7 @@ class Bench:
         s = self.sizes
         queue, raw = self.queue("latency"), self.raw_path("latency")
         sender = self.client.get_queue_sender(queue)
-        receiver = self.client.get_queue_receiver(queue)
+        receiver = self.client.get_queue_receiver(queue, max_wait_time=0)
         body = body_bytes(0, KB)
         ops: Dict[str, List[float]] = {"send": [], "receive": [], "complete": [], "total": []}
         base: List[float] = []
@@ -409,7 +409,7 @@ class Bench:
     def _drain_sbdelta(self, out: dict, d: int) -> None:
         s = self.sizes
         queue = self.queue("drain")
-        receiver = self.client.get_queue_receiver(queue)
+        receiver = self.client.get_queue_receiver(queue, max_wait_time=0)
         with PeakRss() as rss:
             with Timer() as send:
                 self.fill(queue, d, s.drain_chunk)

@@ -68,7 +68,7 @@ def _messaging_tour(namespace: str, admin) -> None:
 
     queue = "orders"
     with ServiceBusClient(namespace) as client:
-        receiver = client.get_queue_receiver(queue)
+        receiver = client.get_queue_receiver(queue, max_wait_time=0)
         for stale in receiver:  # leftovers of an earlier run
             receiver.complete_message(stale)
         print(f"== messaging on queue '{queue}'")
@@ -92,7 +92,8 @@ def _messaging_tour(namespace: str, admin) -> None:
         print("received again        " + ", ".join(
             f"{m.message_id} (delivery {m.delivery_count})" for m in again))
         receiver.complete_messages(again)
-        dlq = client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        dlq = client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                        max_wait_time=0)
         for m in dlq.receive_messages(5):
             print(f"dead-letter queue     {m.message_id} reason={m.dead_letter_reason}")
             dlq.complete_message(m)
@@ -106,7 +107,7 @@ def _topic_tour(client, admin, topic: str = "events") -> None:
 
     subscriptions = [s.name for s in admin.list_subscriptions(topic)]
     for name in subscriptions:  # leftovers of an earlier run
-        receiver = client.get_subscription_receiver(topic, name)
+        receiver = client.get_subscription_receiver(topic, name, max_wait_time=0)
         receiver.complete_messages(receiver.receive_messages(100))
     print(f"== publishing on topic '{topic}'")
     client.get_topic_sender(topic).send_messages([
@@ -116,7 +117,7 @@ def _topic_tour(client, admin, topic: str = "events") -> None:
                           application_properties={"severity": "info"}),
         ServiceBusMessage("invoice 17", message_id="e-3", subject="invoice")])
     for name in subscriptions:
-        receiver = client.get_subscription_receiver(topic, name)
+        receiver = client.get_subscription_receiver(topic, name, max_wait_time=0)
         got = receiver.receive_messages(max_message_count=10)
         receiver.complete_messages(got)
         print(f"subscription {topic}/{name:<10} got " + ", ".join(

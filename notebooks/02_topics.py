@@ -54,7 +54,7 @@ sender.send_messages([
 # MAGIC The bulk form: a DataFrame of locked messages, settled in one commit.
 
 # COMMAND ----------
-receiver = client.get_subscription_receiver("orders", "audit")
+receiver = client.get_subscription_receiver("orders", "audit", max_wait_time=0)
 df = receiver.receive_dataframe(1000)
 show = globals().get("display")  # Databricks' display, else a plain show
 show(df) if show else df.show(truncate=False)
@@ -62,11 +62,11 @@ print("completed", receiver.complete_messages(df))
 
 # COMMAND ----------
 for sub in ("big-eu", "refunds", "tiers"):
-    r = client.get_subscription_receiver("orders", sub)
+    r = client.get_subscription_receiver("orders", sub, max_wait_time=0)
     got = r.receive_messages(max_message_count=100)
     print(sub, [(str(m), dict(m.application_properties or {})) for m in got])
     r.complete_messages(got)
-eu = client.get_queue_receiver("eu-orders")
+eu = client.get_queue_receiver("eu-orders", max_wait_time=0)
 forwarded = eu.receive_messages(max_message_count=100)
 print("eu-orders (forwarded)", [str(m) for m in forwarded])
 eu.complete_messages(forwarded)

@@ -47,7 +47,7 @@ spark = get_spark()
 rows = spark.range(1000).select(F.concat(F.lit("row "), F.col("id").cast("string")).alias("body"),
                                 F.col("id").cast("string").alias("message_id"))
 client.get_queue_sender("work").send_dataframe(rows)
-bulk = client.get_queue_receiver("work")
+bulk = client.get_queue_receiver("work", max_wait_time=0)
 locked = bulk.receive_dataframe(2000)
 show = globals().get("display")  # Databricks' display, else a plain show
 show(locked.groupBy("delivery_count").count()) if show else \

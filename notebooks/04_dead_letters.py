@@ -59,7 +59,8 @@ plt.show()
 # MAGIC %md The dead-letter queue of `payments`, by reason (peek: nothing is locked or changed).
 
 # COMMAND ----------
-dlq = client.get_queue_receiver("payments", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+dlq = client.get_queue_receiver("payments", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                max_wait_time=0)
 letters = []
 while True:
     page = dlq.peek_messages(100)

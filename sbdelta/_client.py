@@ -150,12 +150,14 @@ class ServiceBusClient:
         receives only its messages, in sequence order; ``receiver.session`` has its state and
         lock. ``session_id=NEXT_AVAILABLE_SESSION`` locks the free session with the oldest
         deliverable message instead (SESS-3), waiting up to ``max_wait_time`` for one, then
-        raising OperationTimeoutError. ``max_wait_time``
-        (seconds) is how long a receive waits for the first message; None means one look and
-        return. ``auto_lock_renewer`` (an AutoLockRenewer, PeekLock only) registers every
-        message received, or a session receiver's session, as in the SDK.
-        ``prefetch_count`` is accepted for compatibility: receives are batch reads
-        already, so there is nothing to prefetch. ``client_identifier`` names the receiver;
+        raising OperationTimeoutError (without ``max_wait_time``: it looks once).
+        ``max_wait_time`` (seconds) is how long a receive waits for the first message, and
+        how long the receiver's iterator waits for the next; None (the default) waits until
+        one arrives, as in the SDK; 0 looks once and returns. ``auto_lock_renewer`` (an
+        AutoLockRenewer, PeekLock only) registers every message received, or a session
+        receiver's session, as in the SDK. ``prefetch_count`` is accepted for compatibility:
+        receives are batch reads already, so there is nothing to prefetch.
+        ``client_identifier`` names the receiver;
         ``socket_timeout`` is accepted with no effect.
         """
         return self._receiver(EntityRef.queue(queue_name), receive_mode, sub_queue,

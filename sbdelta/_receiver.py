@@ -32,6 +32,8 @@ __all__ = ["ServiceBusReceiver"]
 #: How many more receives one ``receive_messages`` call makes when a receive registered new
 #: inbox rows but could hand out none of them (duplicates, scheduled, refused by rules...).
 READ_ON = 64
+#: How often a receive waiting for messages looks again (``max_wait_time``).
+POLL_SECONDS = 0.5
 
 
 @under_retry_policy
@@ -49,6 +51,7 @@ class ServiceBusReceiver(Handler):
         self._mode = receive_mode
         self._sub_queue = sub_queue
         self._max_wait_time = max_wait_time
+        self._closing = False  # close() ends a receive waiting for messages
         self._next_peek = 0
         self._session = None if session_id is None else ServiceBusSession(
             _Host(self), None if session_id is NEXT_AVAILABLE_SESSION else session_id)
@@ -58,6 +61,7 @@ class ServiceBusReceiver(Handler):
     def __enter__(self) -> "ServiceBusReceiver":
         """A session receiver locks its session here, as the SDK's does when it opens
         (SessionCannotBeLockedError, or OperationTimeoutError for NEXT_AVAILABLE_SESSION)."""
+        self._closing = False
         if self._session is not None:
             hold_session(self._session, self._entity())
         return self
@@ -74,7 +78,11 @@ class ServiceBusReceiver(Handler):
 
     def close(self) -> None:
         """Release the session lock, if this is a session receiver holding one: the session
-        and its unsettled messages are free for the next session receiver at once."""
+        and its unsettled messages are free for the next session receiver at once. A receive
+        waiting for messages (in another thread) returns what it has, an empty list, and the
+        receiver's iterator stops; until the receiver is entered again (``with``) its
+        receives look once and do not wait."""
+        self._closing = True
         if self._session is not None:
             release_session(self._session)
 
@@ -91,8 +99,10 @@ class ServiceBusReceiver(Handler):
         return self._mode
 
     def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:
-        """Messages one by one until a receive (waiting ``max_wait_time``) finds none."""
-        while True:
+        """Messages one by one, as the SDK's receiver iterates: until no message arrived for
+        the receiver's ``max_wait_time`` seconds; without one (None, the default) it waits
+        for messages for as long as the receiver is open."""
+        while not self._closing:
             batch = self.receive_messages(max_message_count=10)
             if not batch:
                 return
@@ -227,14 +237,15 @@ class ServiceBusReceiver(Handler):
         """Up to ``max_message_count`` messages, locked (PeekLock) or removed (ReceiveAndDelete).
 
         Waits up to ``max_wait_time`` seconds (real time; default: the receiver's) for the first
-        message; returns an empty list if none came. Expired, deferred, scheduled and locked
-        messages are never returned.
+        message and returns an empty list if none came; when neither is given it waits until
+        a message arrives, as the SDK's does (``max_wait_time=0``: one look, no wait). Expired,
+        deferred, scheduled and locked messages are never returned.
         """
         n = positive_int(1 if max_message_count is None else max_message_count,
                           "max_message_count")
         wait = wait_seconds(max_wait_time, "max_wait_time")
         wait = self._max_wait_time if wait is None else wait
-        deadline = time.monotonic() + (wait or 0.0)
+        deadline = None if wait is None else time.monotonic() + wait
         while True:
             entity = self._entity()
             rows, touched = self._acquire(n, entity, as_rows=True)
@@ -246,9 +257,11 @@ class ServiceBusReceiver(Handler):
                 # rules or other sessions'): read on (the frontier moved) before answering
                 # "nothing", or a run of such rows would hide the messages after it.
                 rows, touched = self._acquire(n, entity, as_rows=True)
-            if rows or time.monotonic() >= deadline:
+            if (rows or (deadline is not None and time.monotonic() >= deadline)
+                    or self._closing or self._conn.closed):
                 return self._registered([self._to_message(r, entity) for r in rows])
-            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            left = POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            time.sleep(min(POLL_SECONDS, max(0.0, left)))
 
     def receive_dataframe(self, max_message_count: int):
         """Up to ``max_message_count`` messages as a DataFrame, in one commit (the bulk form).

@@ -48,7 +48,7 @@ def peek_entity(client, setup, queue: str = QUEUE) -> List:
         return peek_all(receiver_of(client, setup, queue))
     found = []
     for session in setup.sessions:
-        with client.get_queue_receiver(queue, session_id=session) as receiver:
+        with client.get_queue_receiver(queue, session_id=session, max_wait_time=0) as receiver:
             found += peek_all(receiver)
     return found
 
@@ -313,13 +313,14 @@ def check_syphon(trial: Trial) -> Dict[str, int]:
     ns, backlog = trial.setup.namespace, trial.setup.backlog_queue
     home, _ = view(ns, QUEUE)
     with ServiceBusClient(trial.setup.secondary) as away:
-        parked = {m.message_id for m in peek_all(away.get_queue_receiver(backlog))}
+        parked = {m.message_id for m in peek_all(away.get_queue_receiver(backlog, max_wait_time=0))}
     assert set(home) | parked >= set(trial.setup.ids), "lost between the backlog and home"
     Syphon(ns, trial.setup.secondary).drain()
     home, dead = view(ns, QUEUE)
     assert set(home) == set(trial.setup.ids) and not dead
     with ServiceBusClient(trial.setup.secondary) as away:
-        assert not peek_all(away.get_queue_receiver(backlog)), "left in the backlog queue"
+        assert not peek_all(away.get_queue_receiver(backlog,
+                                                    max_wait_time=0)), "left in the backlog queue"
     check_counts(ns, QUEUE, home, dead)
     return drain(ns, QUEUE)
 
@@ -372,7 +373,7 @@ def check_failover(trial: Trial) -> Dict[str, int]:
     parked: List = []
     with ServiceBusClient(secondary) as away:
         for name in backlog_queues(ns):
-            parked += peek_all(away.get_queue_receiver(name))
+            parked += peek_all(away.get_queue_receiver(name, max_wait_time=0))
     parked_ids = Counter(m.message_id for m in parked)
     twice = [i for i, n in parked_ids.items() if n > 1]
     assert not twice, f"twice in the backlog queues: {twice[:10]}"
@@ -387,7 +388,7 @@ def check_failover(trial: Trial) -> Dict[str, int]:
     assert set(home) == present and not dead, "the syphon lost, invented or dead-lettered"
     with ServiceBusClient(secondary) as away:
         for name in backlog_queues(ns):
-            assert not peek_all(away.get_queue_receiver(name)), f"left in {name}"
+            assert not peek_all(away.get_queue_receiver(name, max_wait_time=0)), f"left in {name}"
     check_counts(ns, QUEUE, home, dead)
     return dict(drain(ns, QUEUE), parked=len(parked_ids))
 

@@ -74,7 +74,7 @@ def test_the_checker_fails_on_a_lost_message_and_on_an_acknowledged_call_not_app
 
     setup = setup_plain(str(tmp_path / "ns"), 10)
     with ServiceBusClient(setup.namespace) as client:
-        receiver = client.get_queue_receiver(QUEUE)
+        receiver = client.get_queue_receiver(QUEUE, max_wait_time=0)
         gone = receiver.receive_messages(1)
         receiver.complete_messages(gone)
     with pytest.raises(AssertionError, match="lost messages"):

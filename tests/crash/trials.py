@@ -93,7 +93,7 @@ def setup_partitioned(ns):
 def setup_deferred(ns):
     setup = setup_plain(ns, 100)
     with ServiceBusClient(ns) as client:
-        receiver = client.get_queue_receiver(QUEUE)
+        receiver = client.get_queue_receiver(QUEUE, max_wait_time=0)
         for _ in range(20):
             got = receiver.receive_messages(50)
             if not got:
@@ -121,7 +121,7 @@ def setup_expiring(ns):
 def setup_compaction(ns):
     setup = setup_plain(ns)
     with ServiceBusClient(ns) as client:
-        receiver = client.get_queue_receiver(QUEUE)
+        receiver = client.get_queue_receiver(QUEUE, max_wait_time=0)
         done = []
         while len(done) < 200:
             got = receiver.receive_messages(50)

@@ -74,11 +74,11 @@ def test_recv_3_a_host_ahead_does_not_take_a_lock_its_holder_still_believes_it_h
     base, make = hosts
     holder, ahead = make(timedelta(0)), make(timedelta(seconds=25))
     holder.get_queue_sender("q").send_messages([ServiceBusMessage("m1"), ServiceBusMessage("m2")])
-    held = holder.get_queue_receiver("q")
+    held = holder.get_queue_receiver("q", max_wait_time=0)
     mine = held.receive_messages(2)
     assert sorted(map(str, mine)) == ["m1", "m2"]
     assert {m.locked_until_utc for m in mine} == {START + LOCK}  # by the holder's clock
-    theirs = ahead.get_queue_receiver("q")
+    theirs = ahead.get_queue_receiver("q", max_wait_time=0)
 
     base.advance(timedelta(seconds=40))  # the host ahead reads START+65: past the lock's end
     assert theirs.receive_messages(2) == []
@@ -102,9 +102,9 @@ def test_recv_3_without_a_tolerance_the_host_ahead_takes_a_lock_that_is_still_he
     holder = make(timedelta(0), timedelta(0))
     ahead = make(timedelta(seconds=25), timedelta(0))
     holder.get_queue_sender("q").send_messages(ServiceBusMessage("m"))
-    (mine,) = holder.get_queue_receiver("q").receive_messages(1)
+    (mine,) = holder.get_queue_receiver("q", max_wait_time=0).receive_messages(1)
     base.advance(timedelta(seconds=40))
-    (theirs,) = ahead.get_queue_receiver("q").receive_messages(1)
+    (theirs,) = ahead.get_queue_receiver("q", max_wait_time=0).receive_messages(1)
     assert mine.locked_until_utc > base.now()  # the holder's clock: believed held
     assert theirs.sequence_number == mine.sequence_number  # and handed out again
 
@@ -124,7 +124,7 @@ def test_send_4_a_message_from_a_sender_ahead_is_received_at_once_by_a_host_behi
     admin = ServiceBusAdministrationClient(ns, spark=spark, clock=base)
     counts = admin.get_queue_runtime_properties("q")
     assert (counts.active_message_count, counts.scheduled_message_count) == (1, 1)
-    receiver = behind.get_queue_receiver("q")
+    receiver = behind.get_queue_receiver("q", max_wait_time=0)
     (got,) = receiver.receive_messages(5)
     assert str(got) == "now" and got.enqueued_time_utc == START + timedelta(seconds=25)
     receiver.complete_message(got)
@@ -139,13 +139,13 @@ def test_sess_2_a_host_ahead_does_not_take_a_session_its_holder_still_holds(host
     holder, ahead = make(timedelta(0)), make(timedelta(seconds=25))
     holder.get_queue_sender("s").send_messages(
         [ServiceBusMessage(f"m{i}", session_id="x") for i in range(2)])
-    mine = holder.get_queue_receiver("s", session_id="x")
+    mine = holder.get_queue_receiver("s", session_id="x", max_wait_time=0)
     assert [str(m) for m in mine.receive_messages(1)] == ["m0"]
     base.advance(timedelta(seconds=40))  # START+65 for the host ahead
     with pytest.raises(SessionCannotBeLockedError):
-        ahead.get_queue_receiver("s", session_id="x").receive_messages(1)
+        ahead.get_queue_receiver("s", session_id="x", max_wait_time=0).receive_messages(1)
     base.advance(timedelta(seconds=55))  # START+120 for the host ahead: the grace is over
-    theirs = ahead.get_queue_receiver("s", session_id="x")
+    theirs = ahead.get_queue_receiver("s", session_id="x", max_wait_time=0)
     assert [str(m) for m in theirs.receive_messages(2)] == ["m0", "m1"]
 
 
@@ -155,10 +155,10 @@ def test_sess_2_a_session_given_up_is_taken_at_once_without_the_grace(hosts):
     base, make = hosts
     holder, ahead = make(timedelta(0)), make(timedelta(seconds=25))
     holder.get_queue_sender("s").send_messages(ServiceBusMessage("m", session_id="y"))
-    with holder.get_queue_receiver("s", session_id="y") as mine:
+    with holder.get_queue_receiver("s", session_id="y", max_wait_time=0) as mine:
         (m,) = mine.receive_messages(1)
     base.advance(timedelta(seconds=1))
-    (again,) = ahead.get_queue_receiver("s", session_id="y").receive_messages(1)
+    (again,) = ahead.get_queue_receiver("s", session_id="y", max_wait_time=0).receive_messages(1)
     assert again.sequence_number == m.sequence_number
 
 
@@ -171,19 +171,19 @@ def test_recv_3_a_wall_clock_off_by_more_than_its_tolerance_is_refused_before_lo
     for offset, side in ((timedelta(seconds=60), "ahead of"), (-timedelta(seconds=60), "behind")):
         with ServiceBusClient(ns, spark=spark, clock=WallClockOff(offset)) as off:
             with pytest.raises(ClockSkewError) as refused:
-                off.get_queue_receiver("q").receive_messages(1)
+                off.get_queue_receiver("q", max_wait_time=0).receive_messages(1)
         text = str(refused.value)
         assert "clock is 60." in text and side in text and "skew_tolerance of 1 s" in text
         assert "NTP" in text
     with ServiceBusClient(ns, spark=spark) as fine:  # nothing was locked by the refused ones
-        receiver = fine.get_queue_receiver("q")
+        receiver = fine.get_queue_receiver("q", max_wait_time=0)
         (m,) = receiver.receive_messages(1)
         assert m.delivery_count == 1
         receiver.complete_message(m)
     tolerant = WallClockOff(timedelta(seconds=60), skew_tolerance=timedelta(seconds=90))
     with ServiceBusClient(ns, spark=spark, clock=tolerant) as off:
         off.get_queue_sender("q").send_messages(ServiceBusMessage("n"))
-        (n,) = off.get_queue_receiver("q").receive_messages(1)
+        (n,) = off.get_queue_receiver("q", max_wait_time=0).receive_messages(1)
         assert str(n) == "n"
 
 

@@ -26,7 +26,7 @@ def counts(admin, name):
 
 
 def dead_letters(client, name):
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=0)
     return {str(m): m.application_properties.get("DeadLetterReason")
             for m in dlq.peek_messages(10, sequence_number=0)}
 
@@ -41,7 +41,7 @@ def test_ttl_4_settle_4_expired_deferred_message_is_not_received_by_number(clien
     client.get_queue_sender(name).send_messages(
         [ServiceBusMessage("short", time_to_live=timedelta(seconds=30)),
          ServiceBusMessage("long", time_to_live=timedelta(minutes=5))])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     short, long_ = receiver.receive_messages(5)
     receiver.defer_message(short)
     receiver.defer_message(long_)
@@ -61,7 +61,7 @@ def test_ttl_5_ttl_6_sweep_dead_letters_expired_deferred_messages_once_unlocked(
     client.get_queue_sender(name).send_messages(
         [ServiceBusMessage(b, time_to_live=timedelta(seconds=30))
          for b in ("free", "done", "held")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     got = receiver.receive_messages(5)
     for m in got:
         receiver.defer_message(m)
@@ -85,7 +85,7 @@ def test_ttl_6_sweep_drops_expired_deferred_messages_without_dead_lettering(
     name = queue(max_delivery_count=1)
     client.get_queue_sender(name).send_messages(
         ServiceBusMessage("gone", time_to_live=timedelta(seconds=30)))
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     (m,) = receiver.receive_messages(5)
     receiver.defer_message(m)
     clock.advance(timedelta(seconds=30))

@@ -35,7 +35,7 @@ def name(prefix):
 
 
 def received(client, queue_name, expected):
-    receiver = client.get_queue_receiver(queue_name)
+    receiver = client.get_queue_receiver(queue_name, max_wait_time=0)
     got = receive_all(receiver, expected, batch=20, tries=10) if expected else []
     receiver.complete_messages(got)  # one commit
     assert receiver.receive_messages(20) == []
@@ -57,7 +57,7 @@ def test_fwd_2_part_8_a_forwarded_message_keeps_its_fields_and_gets_a_new_number
     # Nothing stays in the source, and the source cannot be received from (FWD-2).
     assert client.get_queue_receiver(src).peek_messages(10) == []
     with pytest.raises(ServiceBusInvalidOperationError, match="FWD-2"):
-        client.get_queue_receiver(src).receive_messages(1)
+        client.get_queue_receiver(src, max_wait_time=0).receive_messages(1)
     got = {m.message_id: m for m in received(client, dest, 2)}
     keyed = got["m-1"]
     assert (str(keyed), keyed.subject, keyed.correlation_id, keyed.partition_key) == \
@@ -89,13 +89,13 @@ def test_fwd_2_subscriptions_forward_to_queues_and_topics(client, admin):
     client.get_topic_sender(hub).send_messages(
         [ServiceBusMessage(f"m{i}", message_id=f"id{i}") for i in range(3)])
     assert sorted(m.message_id for m in received(client, inbox, 3)) == ["id0", "id1", "id2"]
-    edge_receiver = client.get_subscription_receiver(edge, "all")
+    edge_receiver = client.get_subscription_receiver(edge, "all", max_wait_time=0)
     got = receive_all(edge_receiver, 3)
     assert sorted(str(m) for m in got) == ["m0", "m1", "m2"]
-    kept = client.get_subscription_receiver(hub, "kept")
+    kept = client.get_subscription_receiver(hub, "kept", max_wait_time=0)
     assert len(receive_all(kept, 3)) == 3
     with pytest.raises(ServiceBusInvalidOperationError, match="FWD-2"):
-        client.get_subscription_receiver(hub, "to-queue").receive_messages(1)
+        client.get_subscription_receiver(hub, "to-queue", max_wait_time=0).receive_messages(1)
     counts = admin.get_subscription_runtime_properties(hub, "to-queue")
     assert counts.active_message_count == 0
 
@@ -108,7 +108,8 @@ def test_fwd_3_a_fifth_hop_is_dead_lettered(client, admin):
     client.get_queue_sender(chain[0]).send_messages(ServiceBusMessage("far", message_id="f"))
     # Four hops bring it to chain[4]; its fifth hop, to chain[5], is refused there.
     assert received(client, chain[5], 0) == []
-    dlq = client.get_queue_receiver(chain[4], sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_queue_receiver(chain[4], sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                    max_wait_time=0)
     [dead] = receive_all(dlq, 1)
     assert (dead.message_id, dead.dead_letter_reason) == ("f", "MaxTransferHopCountExceeded")
     dlq.complete_message(dead)
@@ -125,7 +126,7 @@ def test_fwd_2_maintenance_moves_what_a_source_held_before_it_forwarded(
                        dead_lettering_on_message_expiration=True)
     client.get_queue_sender(src).send_messages(
         [ServiceBusMessage(f"m{i}", message_id=f"id{i}") for i in range(6)])
-    receiver = client.get_queue_receiver(src)
+    receiver = client.get_queue_receiver(src, max_wait_time=0)
     taken = receive_all(receiver, 4, batch=4)[:4]
     # One more, never received, that expires before forwarding starts: the forwarder
     # dead-letters it as a receive or the sweep would (TTL-6), it is not forwarded.
@@ -159,7 +160,7 @@ def test_fwd_2_maintenance_moves_what_a_source_held_before_it_forwarded(
     dead = {m.message_id: m for m in received(client, dead_dest, 2)}
     assert sorted(dead) == sorted([taken[2].message_id, "short"])
     assert client.get_queue_receiver(src).peek_messages(10) == []
-    dlq = client.get_queue_receiver(src, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_queue_receiver(src, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=0)
     assert dlq.peek_messages(10) == []
 
 
@@ -194,7 +195,7 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
     admin.create_queue(src, enable_partitioning=True)
     client.get_queue_sender(src).send_messages(
         [ServiceBusMessage(f"old{i}", message_id=f"old{i}") for i in range(3)])
-    receiver = client.get_queue_receiver(src)
+    receiver = client.get_queue_receiver(src, max_wait_time=0)
     old = receive_all(receiver, 3)
     for m in old:
         receiver.abandon_message(m)  # registered rows

@@ -36,7 +36,8 @@ def test_ttl_1_a_time_to_live_past_the_last_timestamp_never_expires_in_both_send
         [("frame", "frame", seconds), ("huge", "huge", 1e300)],
         "body STRING, message_id STRING, time_to_live DOUBLE"))
     clock.advance(timedelta(days=365))
-    got = {m.message_id: m for m in client.get_queue_receiver(name).receive_messages(10)}
+    got = {m.message_id: m for m in client.get_queue_receiver(name,
+                                                              max_wait_time=0).receive_messages(10)}
     assert sorted(got) == ["frame", "huge", "own"]
     assert got["own"].expires_at_utc is None and got["frame"].expires_at_utc is None
     assert got["own"].time_to_live == MILLION_DAYS_3 == got["frame"].time_to_live
@@ -51,7 +52,7 @@ def test_ttl_3_ttl_7_an_entity_default_of_millions_of_days_receives_in_both_form
     name = queue(default_message_time_to_live=timedelta(days=5_000_000))
     sender = client.get_queue_sender(name)
     sender.send_messages([ServiceBusMessage(f"m{i}", message_id=f"m{i}") for i in range(2)])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     [first] = receiver.receive_messages(1)
     assert first.expires_at_utc is None  # the default would end past year 9999
     assert first.time_to_live == timedelta(days=5_000_000)
@@ -63,7 +64,7 @@ def test_ttl_3_ttl_7_an_entity_default_of_millions_of_days_receives_in_both_form
 
 def test_counts_beyond_a_spark_limit_are_refused_before_anything_runs(client, queue):
     name = queue()
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     for call in (lambda: receiver.peek_messages(2 ** 31),
                  lambda: receiver.receive_messages(2 ** 31),
                  lambda: receiver.receive_dataframe(2 ** 40)):

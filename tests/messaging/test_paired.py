@@ -79,7 +79,7 @@ def test_pair_3_to_6_a_paired_sender_fails_over_to_the_backlog_and_pings_its_way
         clock.advance(timedelta(seconds=30))  # PAIR-5: a ping is due, lands: back home
         sender.send_messages(ServiceBusMessage("e"))
         assert not sender.failed_over and not other.failed_over
-        receiver = client.get_queue_receiver("orders")
+        receiver = client.get_queue_receiver("orders", max_wait_time=0)
         got = receiver.receive_messages(10)
         assert [str(m) for m in got] == ["a", "e"]  # RECV-7: the ping is never delivered
         receiver.complete_messages(got)

@@ -6,6 +6,8 @@ Each test names the rule of ../shared/SEMANTICS.md it proves. Time is a ManualCl
 it instead of sleeping through lock durations or TTLs.
 """
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -38,7 +40,7 @@ def test_send_3_sequence_numbers_unique_increasing_and_send_4_enqueued_time(clie
     sender.send_messages([ServiceBusMessage(f"a{i}") for i in range(3)])
     clock.advance(timedelta(seconds=5))
     sender.send_messages(ServiceBusMessage("b"))
-    got = receive_all(client.get_queue_receiver(name), 4)
+    got = receive_all(client.get_queue_receiver(name, max_wait_time=0), 4)
     seqs = [m.sequence_number for m in got]
     assert bodies(got) == ["a0", "a1", "a2", "b"]
     assert seqs == sorted(seqs) and len(set(seqs)) == 4
@@ -50,7 +52,7 @@ def test_send_3_part_2_partition_id_in_top_bits_and_same_key_same_partition(clie
     sender = client.get_queue_sender(name)
     sender.send_messages([ServiceBusMessage(f"k{i}", partition_key="orders-7") for i in range(3)]
                          + [ServiceBusMessage("s", session_id="orders-7")])
-    got = receive_all(client.get_queue_receiver(name), 4)
+    got = receive_all(client.get_queue_receiver(name, max_wait_time=0), 4)
     partitions = {m.sequence_number >> PID_SHIFT for m in got}
     assert len(got) == 4 and len(partitions) == 1
     import zlib
@@ -62,7 +64,7 @@ def test_part_2_message_id_is_the_key_under_duplicate_detection(client, queue):
     client.get_queue_sender(name).send_messages(
         [ServiceBusMessage(str(i), message_id="same-id") for i in range(1)]
         + [ServiceBusMessage("x", message_id="other")])
-    got = receive_all(client.get_queue_receiver(name), 2)
+    got = receive_all(client.get_queue_receiver(name, max_wait_time=0), 2)
     import zlib
     by_id = {m.message_id: m.sequence_number >> PID_SHIFT for m in got}
     assert by_id == {"same-id": zlib.crc32(b"same-id") % 16, "other": zlib.crc32(b"other") % 16}
@@ -76,7 +78,8 @@ def test_recv_2_one_receive_call_finds_the_message_behind_rows_it_cannot_hand_ou
     detection) or scheduled for later, one ``receive_messages(1)`` reads on past them instead
     of answering "nothing" while a message waits behind them."""
     name = queue(requires_duplicate_detection=True)
-    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name,
+                                                                                max_wait_time=0)
     if ahead == "duplicates":
         sender.send_messages(ServiceBusMessage("first", message_id="x"))
         receiver.complete_message(receiver.receive_messages(1)[0])
@@ -93,7 +96,7 @@ def test_recv_2_one_receive_call_finds_the_message_behind_rows_it_cannot_hand_ou
 def test_part_2_unkeyed_messages_spread_and_part_4_receive_serves_all_partitions(client, queue):
     name = queue(enable_partitioning=True)
     client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(32)])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     got = receive_all(receiver, 32, batch=32)
     assert sorted(int(str(m)) for m in got) == list(range(32))
     assert len({m.sequence_number >> PID_SHIFT for m in got}) == 16
@@ -108,7 +111,8 @@ def test_send_5_oversized_message_is_refused_and_nothing_is_stored(client, queue
     sender = client.get_queue_sender(name)
     with pytest.raises(MessageSizeExceededError, match="1024 bytes"):
         sender.send_messages([ServiceBusMessage("ok"), ServiceBusMessage(b"x" * 1100)])
-    assert client.get_queue_receiver(name).peek_messages(5, sequence_number=0) == []
+    assert client.get_queue_receiver(name,
+                                     max_wait_time=0).peek_messages(5, sequence_number=0) == []
     assert admin.get_queue_runtime_properties(name).active_message_count == 0
 
 
@@ -122,7 +126,8 @@ def test_send_2_batch_is_all_or_nothing(client, queue):
         batch.add_message(ServiceBusMessage(b"y" * room))  # fits alone, not with "one"
     batch.add_message(ServiceBusMessage("two"))
     sender.send_messages(batch)
-    assert bodies(receive_all(client.get_queue_receiver(name), 2)) == ["one", "two"]
+    assert bodies(receive_all(client.get_queue_receiver(name,
+                                                        max_wait_time=0), 2)) == ["one", "two"]
 
 
 # -- peek-lock ---------------------------------------------------------------------------------
@@ -131,12 +136,12 @@ def test_send_2_batch_is_all_or_nothing(client, queue):
 def test_settle_5_misuse_is_refused_before_anything_is_written(client, queue):
     name = queue()
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     (peeked,) = receiver.peek_messages(1, sequence_number=0)
     with pytest.raises(ValueError, match="peeked"):
         receiver.complete_message(peeked)
     (mine,) = receiver.receive_messages()
-    other = client.get_queue_receiver(name)
+    other = client.get_queue_receiver(name, max_wait_time=0)
     with pytest.raises(ValueError, match="another receiver"):
         other.complete_message(mine)
     with pytest.raises(ValueError):
@@ -147,7 +152,8 @@ def test_settle_5_misuse_is_refused_before_anything_is_written(client, queue):
         receiver.complete_messages([mine.lock_token[:-1] + ("0" if mine.lock_token[-1] != "0"
                                                             else "1")])
     receiver.complete_message(mine)  # still held: nothing above changed it
-    rad = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+    rad = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                                    max_wait_time=0)
     (b,) = rad.receive_messages()
     with pytest.raises(ValueError, match="RECEIVE_AND_DELETE"):
         rad.complete_message(b)
@@ -164,7 +170,8 @@ def test_recv_2_a_receive_that_lost_a_commit_race_times_its_locks_from_its_last_
 
     q = queue(lock_duration=timedelta(seconds=30))
     client.get_queue_sender(q).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    first, other = client.get_queue_receiver(q), client.get_queue_receiver(q)
+    first, other = (client.get_queue_receiver(q, max_wait_time=0),
+                    client.get_queue_receiver(q, max_wait_time=0))
     original, attempts = receive_module.partition_stats, []
 
     def stats_then_race(store, policy, now, only=None):
@@ -187,7 +194,7 @@ def test_recv_2_a_receive_that_lost_a_commit_race_times_its_locks_from_its_last_
 def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
     name = queue(lock_duration=timedelta(seconds=20))
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     a, b = receiver.receive_messages(2)
     clock.advance(timedelta(seconds=15))
     assert receiver.renew_message_lock(a) == START + timedelta(seconds=35)
@@ -206,7 +213,7 @@ def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
 def test_settle_7_queue_update_voids_locks(client, queue, admin, clock):
     name = queue()
     client.get_queue_sender(name).send_messages(ServiceBusMessage("m"))
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     (m,) = receiver.receive_messages()
     clock.advance(timedelta(seconds=1))
     admin.update_queue(admin.get_queue(name), max_delivery_count=5)
@@ -221,7 +228,7 @@ def test_cancel_after_registration_also_works(client, queue, clock):
     name = queue()
     sender = client.get_queue_sender(name)
     (seq,) = sender.schedule_messages(ServiceBusMessage("x"), START + timedelta(minutes=1))
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     assert receiver.receive_messages() == []  # registers it as scheduled
     sender.cancel_scheduled_messages(seq)
     clock.advance(timedelta(minutes=2))
@@ -238,8 +245,8 @@ def test_cancel_counts_leave_the_cancelled_message_out(client, queue, admin, reg
                                     START + timedelta(minutes=5))
     sender.send_messages(ServiceBusMessage("now"))
     if registered:
-        (now,) = client.get_queue_receiver(name).receive_messages(5)
-        client.get_queue_receiver(name)  # the scheduled ones are registered too
+        (now,) = client.get_queue_receiver(name, max_wait_time=0).receive_messages(5)
+        client.get_queue_receiver(name, max_wait_time=0)  # the scheduled ones are registered too
     sender.cancel_scheduled_messages(seqs[1])
     counts = admin.get_queue_runtime_properties(name)
     assert (counts.scheduled_message_count, counts.active_message_count) == (2, 1)
@@ -256,7 +263,8 @@ def test_cancel_of_a_number_that_is_not_scheduled_here_raises_and_changes_nothin
     (later,) = sender.schedule_messages(ServiceBusMessage("later"), START + timedelta(minutes=5))
     (soon,) = sender.schedule_messages(ServiceBusMessage("soon"), START + timedelta(minutes=1))
     sender.send_messages(ServiceBusMessage("ordinary"))
-    ordinary = client.get_queue_receiver(name).peek_messages(5, sequence_number=0)[-1]
+    ordinary = client.get_queue_receiver(name,
+                                         max_wait_time=0).peek_messages(5, sequence_number=0)[-1]
     assert str(ordinary) == "ordinary"
     clock.advance(timedelta(minutes=2))  # "soon" is enqueued now
     for bad in (ordinary.sequence_number, soon, later + 1000, [later, ordinary.sequence_number]):
@@ -267,7 +275,7 @@ def test_cancel_of_a_number_that_is_not_scheduled_here_raises_and_changes_nothin
             sender.cancel_scheduled_messages(bad)
     counts = admin.get_queue_runtime_properties(name)
     assert (counts.scheduled_message_count, counts.active_message_count) == (1, 2)
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     got = receiver.receive_messages(5)
     assert sorted(bodies(got)) == ["ordinary", "soon"]
     receiver.complete_messages(got)
@@ -281,7 +289,7 @@ def test_ttl_3_default_caps_and_ttl_7_peek_shows_only_message_specific_expiry(cl
     name = queue(default_message_time_to_live=timedelta(hours=2))
     client.get_queue_sender(name).send_messages(
         [ServiceBusMessage("own", time_to_live=timedelta(hours=3)), ServiceBusMessage("none")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     own, none = receiver.peek_messages(2, sequence_number=0)
     assert own.expires_at_utc == START + timedelta(hours=2)  # capped by the default
     assert none.expires_at_utc is None
@@ -293,7 +301,7 @@ def test_ttl_3_default_caps_and_ttl_7_peek_shows_only_message_specific_expiry(cl
 def test_part_5_peek_pages_one_partition_at_a_time_and_part_6_counts_sum(client, queue, admin):
     name = queue(enable_partitioning=True)
     client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(20)])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     seen = []
     for _ in range(40):
         page = receiver.peek_messages(20)
@@ -311,7 +319,7 @@ def test_part_5_peek_pages_one_partition_at_a_time_and_part_6_counts_sum(client,
 def test_status_disabled_states_refuse_matching_operations(client, queue, admin):
     name = queue()
     sender = client.get_queue_sender(name)
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     admin.update_queue(admin.get_queue(name), status=EntityStatus.SEND_DISABLED)
     with pytest.raises(MessagingEntityDisabledError, match="SendDisabled"):
         sender.send_messages(ServiceBusMessage("x"))
@@ -332,7 +340,7 @@ def test_bad_input_raises_specific_errors_and_writes_nothing(client, queue, admi
     with pytest.raises(MessagingEntityNotFoundError):
         client.get_queue_sender("no-such-queue")
     with pytest.raises(MessagingEntityNotFoundError):
-        client.get_queue_receiver("no-such-queue")
+        client.get_queue_receiver("no-such-queue", max_wait_time=0)
     sender = client.get_queue_sender(name)
     with pytest.raises(MessageTypeError):
         sender.send_messages(ServiceBusMessage(42))
@@ -346,7 +354,7 @@ def test_bad_input_raises_specific_errors_and_writes_nothing(client, queue, admi
         ServiceBusMessage("x", message_id="m" * 129)
     with pytest.raises(ServiceBusInvalidOperationError):
         ServiceBusMessage("x", session_id="a", partition_key="b")
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     with pytest.raises(ValueError, match="max_message_count"):
         receiver.receive_messages(0)
     with pytest.raises(ValueError):
@@ -354,10 +362,51 @@ def test_bad_input_raises_specific_errors_and_writes_nothing(client, queue, admi
     assert admin.get_queue_runtime_properties(name).total_message_count == 0
 
 
-def test_iteration_stops_when_the_queue_is_empty(client, queue):
+def test_without_max_wait_time_receives_wait_for_messages_as_the_sdks_do(client, queue):
+    """azure-servicebus semantics of ``max_wait_time=None`` (the default): a receive waits
+    until a message arrives, the receiver's iterator waits for the next one, and closing the
+    receiver ends the wait (the iterator stops)."""
+    name = queue()
+    sender = client.get_queue_sender(name)
+    receiver = client.get_queue_receiver(name)
+    got, seen = [], []
+
+    def wait_for(condition):
+        deadline = time.monotonic() + 120
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return condition()
+
+    waiting = threading.Thread(target=lambda: got.extend(receiver.receive_messages(5)),
+                               daemon=True)
+    waiting.start()
+    waiting.join(2.0)  # several looks at the empty queue
+    assert waiting.is_alive() and got == []
+    sender.send_messages(ServiceBusMessage("late"))
+    waiting.join(120)
+    assert not waiting.is_alive() and [str(m) for m in got] == ["late"]
+    receiver.complete_messages(got)
+
+    def iterate():
+        for message in receiver:
+            seen.append(str(message))
+            receiver.complete_message(message)
+
+    iterating = threading.Thread(target=iterate, daemon=True)
+    iterating.start()
+    for body in ("a", "b"):
+        sender.send_messages(ServiceBusMessage(body))
+        assert wait_for(lambda: body in seen)
+    assert iterating.is_alive()  # waiting for the next message
+    receiver.close()
+    iterating.join(60)
+    assert not iterating.is_alive() and seen == ["a", "b"]
+
+
+def test_iteration_with_max_wait_time_0_stops_when_the_queue_is_empty(client, queue):
     name = queue()
     client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(3)])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     seen = []
     for message in receiver:
         seen.append(str(message))
@@ -377,7 +426,7 @@ def test_send_dataframe_receive_dataframe_and_settle_in_one_commit(spark, client
                                      "map('n', CAST(id AS STRING)) AS application_properties")
     sender = client.get_queue_sender(name)
     assert sender.send_dataframe(df) == 200
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     locked = receiver.receive_dataframe(150)
     rows = locked.collect()
     assert len(rows) == 150 and len({r.sequence_number for r in rows}) == 150
@@ -415,7 +464,7 @@ def test_settle_3_dead_letter_move_recovers_after_a_crash_between_its_commits(cl
     already completed in the dead-letter queue does not come back."""
     name = queue()
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     a, b = receiver.receive_messages(2)
     store = client._entities.queue(name).store
     moves = []
@@ -427,7 +476,7 @@ def test_settle_3_dead_letter_move_recovers_after_a_crash_between_its_commits(cl
     finally:
         store.move_dead_letters = original
     assert moves == [2]
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=0)
     first = dlq.receive_messages(1)
     dlq.complete_message(first[0])           # completed while the source row still waits
     assert receiver.receive_messages(5) == []  # finishes the move (recovery)
@@ -446,7 +495,7 @@ def test_settle_3_dlq_1_a_dead_letter_move_killed_after_its_first_commit_is_fini
     gets them, without waiting for a receive of the source or the expiry sweep (issue 18)."""
     name = queue()
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     got = receiver.receive_messages(2)
     store = client._entities.queue(name).store
     original = store.move_dead_letters
@@ -455,7 +504,7 @@ def test_settle_3_dlq_1_a_dead_letter_move_killed_after_its_first_commit_is_fini
         receiver.dead_letter_messages(got, reason="crash-test")
     finally:
         store.move_dead_letters = original
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=0)
     assert dlq.peek_messages(5) == []  # not moved yet: a peek does not write
     moved = receive_all(dlq, 2)
     assert sorted(str(m) for m in moved) == ["a", "b"]
@@ -476,7 +525,7 @@ def test_ttl_1_recv_4_broker_times_are_utc_in_any_session_time_zone(spark, clien
         sender = client.get_queue_sender(name)
         sender.send_messages(ServiceBusMessage("ttl", time_to_live=timedelta(minutes=10)))
         sender.schedule_messages(ServiceBusMessage("later"), START + timedelta(minutes=2))
-        receiver = client.get_queue_receiver(name)
+        receiver = client.get_queue_receiver(name, max_wait_time=0)
         (m,) = receiver.receive_messages(5)
         assert m.enqueued_time_utc == START
         assert m.expires_at_utc == START + timedelta(minutes=10)
@@ -512,7 +561,7 @@ def test_settle_6_auto_lock_renewer_keeps_ten_locks_for_100_s_in_one_commit_per_
 
     name = queue(lock_duration=timedelta(seconds=30))
     client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(10)])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     messages = receive_all(receiver, 10)
     assert len(messages) == 10
     failures = []
@@ -541,7 +590,7 @@ def test_settle_6_auto_lock_renewer_reports_a_lost_lock_and_keeps_the_others(cli
 
     name = queue(lock_duration=timedelta(seconds=30))
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     a, b = receiver.receive_messages(2)
     clock.advance(timedelta(seconds=15))
     receiver.renew_message_lock(a)                 # a until +45, b until +30

@@ -49,8 +49,9 @@ def test_an_sdk_program_runs_on_a_connection_string_with_its_keyword_options(spa
         with pytest.raises(ServiceBusInvalidOperationError, match="not supported in RECEIVE_AND"):
             client.get_queue_receiver(
                 "orders", auto_lock_renewer=renewer,
-                receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
-        with client.get_queue_receiver("orders", auto_lock_renewer=renewer) as receiver:
+                receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=0)
+        with client.get_queue_receiver("orders", auto_lock_renewer=renewer,
+                                       max_wait_time=0) as receiver:
             assert receiver.client_identifier.startswith("SBReceiver-")
             got = receiver.receive_messages(10)  # registered with the renewer on receipt
             clock.advance(timedelta(seconds=20))  # under half the lock left: due
@@ -63,7 +64,7 @@ def test_an_sdk_program_runs_on_a_connection_string_with_its_keyword_options(spa
         # The renewal period over: the lock is left to run out, and the message says why.
         client.get_queue_sender("orders").send_messages(ServiceBusMessage("c"))
         short = AutoLockRenewer(max_lock_renewal_duration=10, poll_interval=0.05)
-        receiver = client.get_queue_receiver("orders", auto_lock_renewer=short)
+        receiver = client.get_queue_receiver("orders", auto_lock_renewer=short, max_wait_time=0)
         [c] = receiver.receive_messages(10)
         clock.advance(timedelta(seconds=20))
         deadline = time.monotonic() + 60
@@ -82,7 +83,8 @@ def test_an_auto_lock_renewer_on_a_session_receiver_keeps_the_session(client, qu
     name = queue(requires_session=True, lock_duration=LOCK)
     client.get_queue_sender(name).send_messages(ServiceBusMessage("m", session_id="s"))
     renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05)
-    with client.get_queue_receiver(name, session_id="s", auto_lock_renewer=renewer) as receiver:
+    with client.get_queue_receiver(name, session_id="s", auto_lock_renewer=renewer,
+                                   max_wait_time=0) as receiver:
         [message] = receiver.receive_messages(10)
         clock.advance(timedelta(seconds=20))
         wait_for(renewer, 1)  # the session (and with it its message), not the message alone

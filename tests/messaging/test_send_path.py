@@ -23,8 +23,10 @@ def ns(spark, tmp_path_factory):
 
 def assert_nothing_stored(client, admin, name):
     assert admin.get_queue_runtime_properties(name).total_message_count == 0
-    assert client.get_queue_receiver(name).peek_messages(5, sequence_number=0) == []
-    receiver = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+    assert client.get_queue_receiver(name,
+                                     max_wait_time=0).peek_messages(5, sequence_number=0) == []
+    receiver = client.get_queue_receiver(
+        name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=0)
     assert receiver.receive_messages(5) == []
 
 
@@ -109,7 +111,8 @@ def test_send_dataframe_refuses_properties_that_are_not_a_json_object_of_scalars
         [("fine", '{"n": 1, "b": {"$b": "AAE="}, "none": null}')],
         "body STRING, application_properties STRING")
     assert sender.send_dataframe(good) == 1
-    receiver = client.get_queue_receiver(name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+    receiver = client.get_queue_receiver(
+        name, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=0)
     (message,) = receiver.receive_messages(5)
     assert str(message) == "fine"
     assert message.application_properties == {"n": 1, "b": b"\x00\x01", "none": None}
@@ -206,7 +209,8 @@ def test_send_3_send_messages_commits_through_delta_rs_with_no_spark_job_or_thro
     from sbdelta._store.delta import is_conflict
 
     name = queue(enable_partitioning=True)
-    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name,
+                                                                                max_wait_time=0)
     store = client._entities.queue(name).store
     later = clock.now() + timedelta(hours=1)
     seqs, jobs = spark_jobs(spark, lambda: sender.schedule_messages(
@@ -239,7 +243,7 @@ def test_any_text_and_body_bytes_survive_a_list_receive_and_its_literal_merge_so
     client.get_queue_sender(name).send_messages(ServiceBusMessage(
         body, message_id=text, subject=text, correlation_id=text, content_type=text,
         application_properties={text: text, "n": -7, "f": 1.5, "b": True}))
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     [got] = receiver.receive_messages(1)
     assert got.body == body
     assert (got.message_id, got.subject, got.correlation_id, got.content_type) == (text,) * 4

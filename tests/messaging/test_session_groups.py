@@ -45,10 +45,10 @@ def test_sess_2_3_a_sessions_receiver_locks_the_oldest_free_sessions_and_hands_o
     name = queue(requires_session=True, enable_partitioning=partitioned, lock_duration=LOCK)
     send(client, name, "a-1", "b-1", "c-1", "a-2", "d-1", "b-2", "e-1", "a-3", "d-2")
     # Session c is held by another receiver: the group passes it over.
-    other = client.get_queue_receiver(name, session_id="c")
+    other = client.get_queue_receiver(name, session_id="c", max_wait_time=0)
     assert [m.message_id for m in other.receive_messages(5)] == ["c-1"]
 
-    receiver = client.get_queue_sessions_receiver(name, max_session_count=3)
+    receiver = client.get_queue_sessions_receiver(name, max_session_count=3, max_wait_time=0)
     before = version(client, name)
     with receiver:
         group = receiver.session
@@ -72,8 +72,10 @@ def test_sess_2_3_a_sessions_receiver_locks_the_oldest_free_sessions_and_hands_o
         # Held: nobody else takes them; the next available one for others is e.
         with ServiceBusClient(ns, spark=spark, clock=clock) as another:
             with pytest.raises(SessionCannotBeLockedError, match="session 'b' is locked"):
-                another.get_queue_receiver(name, session_id="b").receive_messages(1)
-            with another.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION) as r:
+                another.get_queue_receiver(name, session_id="b",
+                                           max_wait_time=0).receive_messages(1)
+            with another.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION,
+                                            max_wait_time=0) as r:
                 assert r.session.session_id == "e"
         # Settled in one commit, messages of three sessions at once.
         settling = version(client, name)
@@ -81,20 +83,20 @@ def test_sess_2_3_a_sessions_receiver_locks_the_oldest_free_sessions_and_hands_o
         assert version(client, name) == settling + 1
         assert receiver.receive_dataframe(10).count() == 0
     # Closed: the sessions are free at once.
-    with client.get_queue_receiver(name, session_id="a") as again:
+    with client.get_queue_receiver(name, session_id="a", max_wait_time=0) as again:
         assert again.receive_messages(5) == []
 
 
 def test_sess_2_named_sessions_are_locked_all_or_none(client, queue):
     name = queue(requires_session=True, enable_partitioning=True, lock_duration=LOCK)
     send(client, name, "x-1", "y-1", "z-1")
-    holder = client.get_queue_receiver(name, session_id="y")
+    holder = client.get_queue_receiver(name, session_id="y", max_wait_time=0)
     holder.receive_messages(1)
     with pytest.raises(SessionCannotBeLockedError, match="session 'y' is locked"):
-        with client.get_queue_sessions_receiver(name, session_ids=["x", "y", "z"]):
+        with client.get_queue_sessions_receiver(name, session_ids=["x", "y", "z"], max_wait_time=0):
             pass
     # Nothing was locked: x and z are free.
-    with client.get_queue_sessions_receiver(name, session_ids=["z", "x"]) as group:
+    with client.get_queue_sessions_receiver(name, session_ids=["z", "x"], max_wait_time=0) as group:
         assert group.session.session_ids == ["x", "z"]
         got = group.receive_messages(10)  # the list form (delta-rs on a local namespace)
         assert sorted(m.message_id for m in got) == ["x-1", "z-1"]
@@ -109,7 +111,7 @@ def test_sess_2_named_sessions_are_locked_all_or_none(client, queue):
 def test_sess_4_5_a_group_renews_releases_and_keeps_state_per_session(client, queue, clock):
     name = queue(requires_session=True, enable_partitioning=True, lock_duration=LOCK)
     send(client, name, "p-1", "q-1", "p-2")
-    receiver = client.get_queue_sessions_receiver(name, max_session_count=5)
+    receiver = client.get_queue_sessions_receiver(name, max_session_count=5, max_wait_time=0)
     got = receiver.receive_messages(10)
     group = receiver.session
     assert group.session_ids == ["p", "q"] and len(got) == 3
@@ -130,7 +132,7 @@ def test_sess_4_5_a_group_renews_releases_and_keeps_state_per_session(client, qu
         receiver.receive_messages(1)
     # The sessions went back with their unsettled messages (delivery counts raised) and
     # their state.
-    with client.get_queue_sessions_receiver(name, max_session_count=5) as again:
+    with client.get_queue_sessions_receiver(name, max_session_count=5, max_wait_time=0) as again:
         redelivered = again.receive_messages(10)
         assert sorted((m.message_id, m.delivery_count) for m in redelivered) == \
             sorted((m.message_id, 2) for m in got[1:])
@@ -143,7 +145,8 @@ def test_sess_3_a_sessions_receiver_waits_for_free_sessions_then_times_out(clien
     with pytest.raises(OperationTimeoutError, match="no session of"):
         client.get_queue_sessions_receiver(name, max_wait_time=0).receive_dataframe(10)
     send(client, name, "k-1")
-    with client.get_queue_sessions_receiver(name, max_session_count=10) as receiver:
+    with client.get_queue_sessions_receiver(name, max_session_count=10,
+                                            max_wait_time=0) as receiver:
         assert receiver.session.session_ids == ["k"]  # fewer than asked: what is free
 
 
@@ -153,7 +156,8 @@ def test_sess_2_subscriptions_have_sessions_receivers_too(admin, client):
     client.get_topic_sender("t-groups").send_messages(
         [ServiceBusMessage(i, message_id=i, session_id=i[0]) for i in ("m1", "n1", "m2", "o1")])
     with client.get_subscription_sessions_receiver("t-groups", "s",
-                                                   max_session_count=2) as receiver:
+                                                   max_session_count=2,
+                                                   max_wait_time=0) as receiver:
         assert receiver.session.session_ids == ["m", "n"]
         df = receiver.receive_dataframe(10)
         assert sorted(r.message_id for r in df.collect()) == ["m1", "m2", "n1"]
@@ -166,20 +170,20 @@ def test_sess_1_bad_sessions_receiver_arguments_are_refused_before_anything_is_l
     send(client, name, "s-1")
     for bad in (0, -1, True, "3", 10_001):
         with pytest.raises(ServiceBusInvalidOperationError, match="max_session_count must be"):
-            client.get_queue_sessions_receiver(name, max_session_count=bad)
+            client.get_queue_sessions_receiver(name, max_session_count=bad, max_wait_time=0)
     for bad in ("abc", 7):
         with pytest.raises(ServiceBusInvalidOperationError, match="session_ids must be a list"):
-            client.get_queue_sessions_receiver(name, session_ids=bad)
+            client.get_queue_sessions_receiver(name, session_ids=bad, max_wait_time=0)
     for bad in ([], ["a", "a"], [None]):
         with pytest.raises(ServiceBusInvalidOperationError, match="different sessions"):
-            client.get_queue_sessions_receiver(name, session_ids=bad)
+            client.get_queue_sessions_receiver(name, session_ids=bad, max_wait_time=0)
     with pytest.raises(InvalidMessageError, match="session_id is empty"):
-        client.get_queue_sessions_receiver(name, session_ids=[""])
+        client.get_queue_sessions_receiver(name, session_ids=[""], max_wait_time=0)
     ordinary = queue()
     with pytest.raises(ServiceBusInvalidOperationError, match="not created with requires_sess"):
-        client.get_queue_sessions_receiver(ordinary).receive_dataframe(1)
+        client.get_queue_sessions_receiver(ordinary, max_wait_time=0).receive_dataframe(1)
     # Nothing was locked by any of it.
-    with client.get_queue_receiver(name, session_id="s") as r:
+    with client.get_queue_receiver(name, session_id="s", max_wait_time=0) as r:
         assert [m.message_id for m in r.receive_messages(1)] == ["s-1"]
 
 
@@ -195,13 +199,15 @@ def test_sess_1_a_topic_message_without_session_id_goes_to_a_session_subscriptio
     client.get_topic_sender("t-sessionless").send_messages(
         [ServiceBusMessage("a", message_id="with", session_id="s"),
          ServiceBusMessage("b", message_id="without")])
-    plain = client.get_subscription_receiver("t-sessionless", "plain")
+    plain = client.get_subscription_receiver("t-sessionless", "plain", max_wait_time=0)
     assert sorted(m.message_id for m in plain.receive_messages(10)) == ["with", "without"]
     with client.get_subscription_receiver("t-sessionless", "ordered",
-                                          session_id=NEXT_AVAILABLE_SESSION) as receiver:
+                                          session_id=NEXT_AVAILABLE_SESSION,
+                                          max_wait_time=0) as receiver:
         assert [m.message_id for m in receiver.receive_messages(10)] == ["with"]
     dead = client.get_subscription_receiver("t-sessionless", "ordered",
-                                            sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+                                            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                            max_wait_time=0)
     expected = spark.createDataFrame(
         [("without", None, "Session id is null.",
           "Session enabled entity doesn't allow a message whose session identifier is null.")],
@@ -225,7 +231,7 @@ def test_sess_4_auto_lock_renewer_keeps_a_sessions_receivers_group(client, queue
     failures = []
     renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05,
                               on_lock_renew_failure=lambda s, e: failures.append((s, e)))
-    with client.get_queue_sessions_receiver(name, max_session_count=2) as receiver:
+    with client.get_queue_sessions_receiver(name, max_session_count=2, max_wait_time=0) as receiver:
         df = receiver.receive_dataframe(10)
         renewer.register(receiver, receiver.session)
         clock.advance(timedelta(seconds=20))  # under half the lock left: due
@@ -260,7 +266,8 @@ def test_sess_1_ttl_6_the_sweep_dead_letters_sessionless_messages_no_session_rec
         [ServiceBusMessage("a", message_id="with", session_id="s"),
          ServiceBusMessage("b", message_id=stranded)])
     with client.get_subscription_receiver("t-stranded", "ordered",
-                                          session_id=NEXT_AVAILABLE_SESSION) as receiver:
+                                          session_id=NEXT_AVAILABLE_SESSION,
+                                          max_wait_time=0) as receiver:
         got = receiver.receive_messages(10)
         assert [m.message_id for m in got] == ["with"]
         receiver.complete_messages(got)
@@ -275,7 +282,8 @@ def test_sess_1_ttl_6_the_sweep_dead_letters_sessionless_messages_no_session_rec
     counts = runtime("t-stranded", "ordered")
     assert (counts.active_message_count, counts.dead_letter_message_count) == (0, 1)
     dead = client.get_subscription_receiver("t-stranded", "ordered",
-                                            sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+                                            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                            max_wait_time=0)
     expected = spark.createDataFrame(
         [(stranded, None, "Session id is null.",
           "Session enabled entity doesn't allow a message whose session identifier is null.")],
@@ -298,12 +306,12 @@ def test_sess_2_a_session_dataframe_receive_reads_past_other_sessions_commits(
     in front of its messages."""
     name = queue(requires_session=True, lock_duration=LOCK)
     send(client, name, *[f"other-{i}" for i in range(20)], "mine-1", "mine-2", "mine-3")
-    with client.get_queue_receiver(name, session_id="mine") as receiver:
+    with client.get_queue_receiver(name, session_id="mine", max_wait_time=0) as receiver:
         df = receiver.receive_dataframe(3)
         expected = spark.createDataFrame([("mine-1",), ("mine-2",), ("mine-3",)],
                                          "message_id STRING")
         assert_df_equality(df.select("message_id"), expected, ignore_row_order=True,
                            ignore_nullable=True)
         receiver.complete_messages(df)
-    with client.get_queue_sessions_receiver(name, session_ids=["other"]) as group:
+    with client.get_queue_sessions_receiver(name, session_ids=["other"], max_wait_time=0) as group:
         assert group.receive_dataframe(20).count() == 20  # registered by the receive above

@@ -43,22 +43,22 @@ def test_sess_1_a_session_queue_takes_only_session_messages_and_session_receiver
         sender.send_dataframe(spark.createDataFrame(
             [("a", "s"), ("b", None)], "body STRING, session_id STRING"))
     assert admin.get_queue_runtime_properties(name).total_message_count == 0  # nothing sent
-    plain = client.get_queue_receiver(name)
+    plain = client.get_queue_receiver(name, max_wait_time=0)
     for call in (lambda: plain.receive_messages(1), lambda: plain.peek_messages(1),
                  lambda: plain.receive_dataframe(1)):
         with pytest.raises(ServiceBusInvalidOperationError, match="only through session rec"):
             call()
     ordinary = queue()
     with pytest.raises(ServiceBusInvalidOperationError, match="not created with requires_sess"):
-        client.get_queue_receiver(ordinary, session_id="s").receive_messages(1)
+        client.get_queue_receiver(ordinary, session_id="s", max_wait_time=0).receive_messages(1)
     with pytest.raises(ServiceBusInvalidOperationError, match="not a session receiver"):
         plain.session
     with pytest.raises(InvalidMessageError, match="session_id is empty"):
-        client.get_queue_receiver(name, session_id="")
+        client.get_queue_receiver(name, session_id="", max_wait_time=0)
     with pytest.raises(InvalidMessageError, match="at most 128"):
-        client.get_queue_receiver(name, session_id="s" * 129)
+        client.get_queue_receiver(name, session_id="s" * 129, max_wait_time=0)
     with pytest.raises(MessageTypeError, match="session_id has type int"):
-        client.get_queue_receiver(name, session_id=7)
+        client.get_queue_receiver(name, session_id=7, max_wait_time=0)
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["queue", "partitioned"])
@@ -66,7 +66,7 @@ def test_sess_2_a_session_receiver_holds_its_session_and_gets_its_messages_in_or
         spark, ns, clock, client, queue, partitioned):
     name = queue(requires_session=True, enable_partitioning=partitioned, lock_duration=LOCK)
     send(client, name, "a-1", "b-1", "a-2", "b-2", "a-3")
-    ra = client.get_queue_receiver(name, session_id="a")
+    ra = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
     got = ra.receive_messages(10)
     assert [m.message_id for m in got] == ["a-1", "a-2", "a-3"]  # its own, in sequence order
     assert [m.sequence_number for m in got] == sorted(m.sequence_number for m in got)
@@ -75,8 +75,8 @@ def test_sess_2_a_session_receiver_holds_its_session_and_gets_its_messages_in_or
     # Another client (another process would do the same) cannot take session "a" meanwhile.
     with ServiceBusClient(ns, spark=spark, clock=clock) as other:
         with pytest.raises(SessionCannotBeLockedError, match="session 'a' is locked"):
-            other.get_queue_receiver(name, session_id="a").receive_messages(1)
-        rb = other.get_queue_receiver(name, session_id="b")
+            other.get_queue_receiver(name, session_id="a", max_wait_time=0).receive_messages(1)
+        rb = other.get_queue_receiver(name, session_id="b", max_wait_time=0)
         got_b = rb.receive_messages(10)
         assert [m.message_id for m in got_b] == ["b-1", "b-2"]
         rb.complete_messages(got_b)
@@ -87,7 +87,7 @@ def test_sess_2_a_session_receiver_holds_its_session_and_gets_its_messages_in_or
     send(client, name, "a-4")  # sent while the session is held: this holder gets it
     assert [m.message_id for m in ra.receive_messages(10)] == ["a-4"]
     ra.close()  # frees the session and the messages it held
-    with client.get_queue_receiver(name, session_id="a") as next_holder:
+    with client.get_queue_receiver(name, session_id="a", max_wait_time=0) as next_holder:
         got = next_holder.receive_messages(10)
         assert [(m.message_id, m.delivery_count) for m in got] == [("a-3", 3), ("a-4", 2)]
         next_holder.complete_messages(got)
@@ -98,7 +98,7 @@ def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
         client, queue, clock):
     name = queue(requires_session=True, lock_duration=LOCK)
     send(client, name, "a-1", "a-2")
-    ra = client.get_queue_receiver(name, session_id="a")
+    ra = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
     [first, second] = ra.receive_messages(10)
     clock.advance(timedelta(seconds=20))
     until = ra.session.renew_lock()
@@ -112,7 +112,7 @@ def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
                  lambda: ra.session.get_state(), lambda: ra.session.renew_lock()):
         with pytest.raises(SessionLockLostError, match="session lock is lost"):
             call()
-    rb = client.get_queue_receiver(name, session_id="a")
+    rb = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
     [back] = rb.receive_messages(10)  # the session and its message are free again
     assert (back.message_id, back.delivery_count) == ("a-2", 2)
     rb.complete_message(back)
@@ -120,7 +120,7 @@ def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
 
 def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, queue, admin):
     name = queue(requires_session=True, max_message_size_in_kilobytes=1)
-    ra = client.get_queue_receiver(name, session_id="s")
+    ra = client.get_queue_receiver(name, session_id="s", max_wait_time=0)
     assert ra.session.get_state() is None  # the first call locks the session
     ra.session.set_state(b"\x00state")
     assert ra.session.get_state() == b"\x00state"
@@ -134,7 +134,7 @@ def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, 
     ra.close()
     send(client, name, "t-1")  # not registered by any receive yet
     assert admin.list_sessions(name) == ["s", "t"]  # SESS-6: with state, with messages
-    with client.get_queue_receiver(name, session_id="s") as rb:
+    with client.get_queue_receiver(name, session_id="s", max_wait_time=0) as rb:
         assert rb.session.get_state() == "zustand ü".encode("utf-8")  # SESS-5: kept
         rb.session.set_state(None)
         assert rb.session.get_state() is None
@@ -190,12 +190,12 @@ def test_sess_2_subscriptions_of_a_topic_have_sessions_too(admin, client):
     client.get_topic_sender("t-sessions").send_messages(
         [ServiceBusMessage(i, message_id=i, session_id=i[0]) for i in ("x1", "y1", "x2")])
     with pytest.raises(ServiceBusInvalidOperationError, match="only through session rec"):
-        client.get_subscription_receiver("t-sessions", "s").receive_messages(1)
-    with client.get_subscription_receiver("t-sessions", "s", session_id="x") as rx:
+        client.get_subscription_receiver("t-sessions", "s", max_wait_time=0).receive_messages(1)
+    with client.get_subscription_receiver("t-sessions", "s", session_id="x", max_wait_time=0) as rx:
         got = rx.receive_messages(10)
         assert [m.message_id for m in got] == ["x1", "x2"]
         rx.complete_messages(got)
-    with client.get_subscription_receiver("t-sessions", "s", session_id="y") as ry:
+    with client.get_subscription_receiver("t-sessions", "s", session_id="y", max_wait_time=0) as ry:
         assert [m.message_id for m in ry.receive_messages(10)] == ["y1"]
 
 
@@ -209,24 +209,27 @@ def test_sess_3_next_available_takes_the_free_session_with_the_oldest_message(
         scheduled_enqueue_time_utc=clock.now() + LOCK))
     send(client, name, "b-1", "a-1", "b-2")
     # Nothing registered yet: the oldest message's session, found in the inbox.
-    with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION) as first:
+    with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION,
+                                   max_wait_time=0) as first:
         assert first.session.session_id == "b"  # locked on entering
         got = first.receive_messages(10)
         assert [m.message_id for m in got] == ["b-1", "b-2"]
         # b is held now; a is next (c has only a message scheduled for later).
-        second = client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION)
+        second = client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=0)
         assert second.session.session_id is None  # not locked before its first operation
         [a1] = second.receive_messages(10)
         assert (second.session.session_id, a1.message_id) == ("a", "a-1")
         with pytest.raises(OperationTimeoutError, match="no session of .* had a message"):
-            with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION):
+            with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION,
+                                           max_wait_time=0):
                 pass
         first.complete_messages(got[:1])
         # closing with b-2 unsettled frees b with it (its delivery count stays raised).
     clock.advance(LOCK)  # c's message is due; second's lock on a ran out, unrenewed
     taken = []
     for _ in range(3):
-        with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION) as r:
+        with client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION,
+                                       max_wait_time=0) as r:
             got = r.receive_messages(10)
             taken.append((r.session.session_id, [(m.message_id, m.delivery_count)
                                                  for m in got]))
@@ -234,21 +237,22 @@ def test_sess_3_next_available_takes_the_free_session_with_the_oldest_message(
     assert sorted(taken) == [("a", [("a-1", 2)]), ("b", [("b-2", 2)]),
                              ("c", [("later", 1)])]
     with pytest.raises(OperationTimeoutError):
-        client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION).receive_messages(1)
+        client.get_queue_receiver(name, session_id=NEXT_AVAILABLE_SESSION,
+                                  max_wait_time=0).receive_messages(1)
 
 
 def test_sess_2_session_receivers_peek_and_receive_deferred_messages_of_their_session(
         client, queue):
     name = queue(requires_session=True, enable_partitioning=True, lock_duration=LOCK)
     send(client, name, "a-1", "b-1", "a-2", "b-2")
-    ra = client.get_queue_receiver(name, session_id="a")
+    ra = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
     assert [m.message_id for m in ra.peek_messages(10)] == ["a-1", "a-2"]  # its session only
     [a1, a2] = ra.receive_messages(10)
     ra.defer_message(a1)
     peeked = ra.peek_messages(10, sequence_number=0)
     assert [(m.message_id, m.state) for m in peeked] == [
         ("a-1", ServiceBusMessageState.DEFERRED), ("a-2", ServiceBusMessageState.ACTIVE)]
-    with client.get_queue_receiver(name, session_id="b") as rb:
+    with client.get_queue_receiver(name, session_id="b", max_wait_time=0) as rb:
         with pytest.raises(MessageNotFoundError, match="no deferred message"):
             rb.receive_deferred_messages([a1.sequence_number])  # not b's
     [again] = ra.receive_deferred_messages([a1.sequence_number])
@@ -269,7 +273,7 @@ def test_sess_4_auto_lock_renewer_keeps_a_session_until_its_receiver_closes(clie
     failures = []
     renewer = AutoLockRenewer(max_lock_renewal_duration=300, poll_interval=0.05,
                               on_lock_renew_failure=lambda s, e: failures.append((s, e)))
-    receiver = client.get_queue_receiver(name, session_id="a")
+    receiver = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
     with pytest.raises(ServiceBusInvalidOperationError, match="not locked by its receiver"):
         renewer.register(receiver, receiver.session)  # nothing locked yet
     [message] = receiver.receive_messages(10)

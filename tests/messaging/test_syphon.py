@@ -47,7 +47,8 @@ def park(spark, clock, secondary, backlog, messages):
 
 def dead_letters(spark, clock, secondary, backlog):
     with ServiceBusClient(secondary, spark=spark, clock=clock) as away:
-        receiver = away.get_queue_receiver(backlog, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        receiver = away.get_queue_receiver(backlog, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                           max_wait_time=0)
         got = receiver.receive_messages(50)
         receiver.complete_messages(got)
     return sorted((str(m), m.dead_letter_reason, m.application_properties.get("x-ms-path"))
@@ -100,7 +101,7 @@ def test_pair_7_the_syphon_moves_backlog_messages_home_with_their_properties_res
         {"closed": 1, "orders": 1}, {}, {})
 
     with ServiceBusClient(primary, spark=spark, clock=clock) as home:
-        orders = home.get_queue_receiver("orders")
+        orders = home.get_queue_receiver("orders", max_wait_time=0)
         a, i = orders.receive_messages(10)
         assert str(i) == "i"
         orders.complete_messages([i])
@@ -114,18 +115,20 @@ def test_pair_7_the_syphon_moves_backlog_messages_home_with_their_properties_res
         assert (str(d), d.scheduled_enqueue_time_utc, d.application_properties) == \
             ("d", later, {"zz": "tail"})
         orders.complete_messages([d])
-        with home.get_queue_receiver("sessions", session_id="s1") as session:
+        with home.get_queue_receiver("sessions", session_id="s1", max_wait_time=0) as session:
             (b,) = session.receive_messages(10)
             assert (str(b), b.session_id) == ("b", "s1")
             session.complete_messages([b])
         # e's time to live counts from its first send: it expired (TTL-5, dead-lettering on)
-        assert home.get_queue_receiver("expiring").receive_messages(10) == []
+        assert home.get_queue_receiver("expiring", max_wait_time=0).receive_messages(10) == []
         (e,) = home.get_queue_receiver(
-            "expiring", sub_queue=ServiceBusSubQueue.DEAD_LETTER).receive_messages(10)
+            "expiring", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+            max_wait_time=0).receive_messages(10)
         assert (str(e), e.dead_letter_reason) == ("e", "TTLExpiredException")
-        (g,) = home.get_subscription_receiver("events", "all").receive_messages(10)
+        (g,) = home.get_subscription_receiver("events", "all", max_wait_time=0).receive_messages(10)
         assert (str(g), g.subject) == ("g", "evt")
-        assert [str(m) for m in home.get_queue_receiver("closed").receive_messages(10)] == ["h"]
+        closed = home.get_queue_receiver("closed", max_wait_time=0)
+        assert [str(m) for m in closed.receive_messages(10)] == ["h"]
 
     # Dead letters keep the backlog form: x-ms-path says where they were going.
     assert dead_letters(spark, clock, secondary, backlog) == [
@@ -135,7 +138,7 @@ def test_pair_7_the_syphon_moves_backlog_messages_home_with_their_properties_res
     again = syphon.drain()
     assert (again.moved, again.dead_lettered) == ({}, {})
     with ServiceBusClient(secondary, spark=spark, clock=clock) as away:
-        receiver = away.get_queue_receiver(backlog)
+        receiver = away.get_queue_receiver(backlog, max_wait_time=0)
         assert receiver.peek_messages(10, sequence_number=0) == []
         with pytest.raises(ServiceBusInvalidOperationError, match="backlog queue"):
             receiver.receive_messages(1)
@@ -173,7 +176,7 @@ def test_pair_7_a_move_stopped_by_a_storage_fault_is_finished_by_the_next_run_ex
     assert report.dead_lettered == {"MessagingEntityNotFound": 3}
     with ServiceBusClient(primary, spark=spark, clock=clock) as home:
         for q in ("q1", "q2"):
-            got = home.get_queue_receiver(q).receive_messages(10)
+            got = home.get_queue_receiver(q, max_wait_time=0).receive_messages(10)
             assert sorted(str(m) for m in got) == [f"{q}-{i}" for i in range(3)] + [f"{q}-w"]
     assert dead_letters(spark, clock, secondary, backlog) == [
         (f"q3-{i}", "MessagingEntityNotFound", "q3") for i in range(3)]
@@ -187,7 +190,7 @@ def test_pair_8_a_paired_clients_own_syphon_moves_messages_and_stops_when_it_clo
     with ServiceBusClient(primary, spark=spark, clock=clock, paired_namespace=options) as client:
         assert any(t.name.startswith("sbdelta-syphon-") for t in threading.enumerate())
         park(spark, clock, secondary, backlog, [(ServiceBusMessage("x"), "orders")])
-        receiver = client.get_queue_receiver("orders")
+        receiver = client.get_queue_receiver("orders", max_wait_time=0)
         got, deadline = [], time.monotonic() + 300
         while not got and time.monotonic() < deadline:
             got = receiver.peek_messages(1, sequence_number=0)
@@ -223,7 +226,8 @@ def test_jobs_syphon_drains_lists_and_names_what_is_missing(spark, paired, clock
     assert job.main(["--namespace", primary, "--secondary", secondary]) == 0
     assert "1 message(s) moved" in capsys.readouterr().out
     with ServiceBusClient(primary, spark=spark, clock=clock) as home:
-        assert [str(m) for m in home.get_queue_receiver("orders").receive_messages(5)] == ["x"]
+        orders = home.get_queue_receiver("orders", max_wait_time=0)
+        assert [str(m) for m in orders.receive_messages(5)] == ["x"]
 
 
 def test_a_syphon_refuses_its_primary_as_secondary_and_queue_lists_that_hold_no_names(

@@ -61,11 +61,11 @@ def test_topic_1_each_subscription_gets_its_own_copy_and_settles_alone(client, a
     admin.create_subscription(t, "a")
     admin.create_subscription(t, "b")
     client.get_topic_sender(t).send_messages([ServiceBusMessage("m1"), ServiceBusMessage("m2")])
-    a = client.get_subscription_receiver(t, "a")
+    a = client.get_subscription_receiver(t, "a", max_wait_time=0)
     got_a = receive_all(a, 2)
     a.complete_messages(got_a)
     # Completing in "a" leaves "b" untouched; "b" keeps its own locks and delivery counts.
-    b = client.get_subscription_receiver(t, "b")
+    b = client.get_subscription_receiver(t, "b", max_wait_time=0)
     got_b = receive_all(b, 2)
     assert bodies(got_a) == bodies(got_b) == ["m1", "m2"]
     assert [m.delivery_count for m in got_b] == [1, 1]
@@ -109,7 +109,7 @@ def test_topic_1_receive_dataframe_and_batch_complete_on_a_subscription(client, 
     admin.create_subscription(t, "s")
     client.get_topic_sender(t).send_messages(
         [ServiceBusMessage(f"m{i}", message_id=f"id-{i}") for i in range(4)])
-    receiver = client.get_subscription_receiver(t, "s")
+    receiver = client.get_subscription_receiver(t, "s", max_wait_time=0)
     df = receiver.receive_dataframe(10)
     expected = spark.createDataFrame([(f"id-{i}", f"m{i}".encode(), 1) for i in range(4)],
                                      "message_id string, body binary, delivery_count int")
@@ -204,7 +204,7 @@ def test_topic_2_one_receive_call_finds_the_match_behind_rows_the_rules_refuse(
     for i in range(3):  # three commits
         sender.send_messages(colour(f"blue{i}", "blue"))
     sender.send_messages(colour("red", "red"))
-    receiver = client.get_subscription_receiver(t, "red")
+    receiver = client.get_subscription_receiver(t, "red", max_wait_time=0)
     assert bodies(receiver.receive_messages(1)) == ["red"]
 
 
@@ -246,12 +246,14 @@ def test_topic_5_filter_evaluation_error_dead_letters_or_drops(client, admin, to
         ServiceBusMessage("five", application_properties={"n": 5})])
     assert drain(client, t, "dead", 1) == ["five"]
     assert drain(client, t, "drop", 1) == ["five"]
-    dlq = client.get_subscription_receiver(t, "dead", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_subscription_receiver(t, "dead", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                           max_wait_time=0)
     (dead,) = receive_all(dlq, 1)
     assert str(dead) == "text" and dead.dead_letter_reason == "FilterException"
     assert dead.dead_letter_error_description
     drop_dlq = client.get_subscription_receiver(t, "drop",
-                                                sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+                                                sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                                max_wait_time=0)
     assert drop_dlq.receive_messages(5) == []
 
 
@@ -284,7 +286,7 @@ def test_topic_5_each_rule_with_an_action_gives_its_own_copy(client, admin, topi
     def seen(messages):
         return sorted(((str(m), dict(m.application_properties)) for m in messages), key=repr)
 
-    receiver = client.get_subscription_receiver(t, "s")
+    receiver = client.get_subscription_receiver(t, "s", max_wait_time=0)
     peeked = []
     for _ in range(6):
         peeked += receiver.peek_messages(10)
@@ -302,7 +304,8 @@ def test_topic_5_each_rule_with_an_action_gives_its_own_copy(client, admin, topi
         set.union(*positions.values())) == 3
     receiver.complete_messages(got)
     assert receiver.receive_messages(10) == []
-    dlq = client.get_subscription_receiver(t, "s", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_subscription_receiver(t, "s", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                           max_wait_time=0)
     (dead,) = receive_all(dlq, 1)
     assert str(dead) == "m3" and dead.dead_letter_reason == "RuleActionException"
     assert dead.application_properties["n"] == "abc" and "RuleName" not in \
@@ -321,7 +324,7 @@ def test_topic_6_scheduled_messages_reach_subscriptions_at_their_time_and_cancel
     keep, drop = sender.schedule_messages([ServiceBusMessage("keep"),
                                            ServiceBusMessage("drop")], due)
     # "a" registers both before the cancel; "b" sees them only afterwards.
-    assert client.get_subscription_receiver(t, "a").receive_messages(5) == []
+    assert client.get_subscription_receiver(t, "a", max_wait_time=0).receive_messages(5) == []
     assert admin.get_topic_runtime_properties(t).scheduled_message_count == 2
     sender.cancel_scheduled_messages(drop)
     assert admin.get_topic_runtime_properties(t).scheduled_message_count == 1
@@ -343,8 +346,8 @@ def test_ttl_3_smaller_of_topic_and_subscription_default_wins(client, admin, top
     client.get_topic_sender(t).send_messages([
         ServiceBusMessage("own-5-min", time_to_live=timedelta(minutes=5)),
         ServiceBusMessage("no-ttl")])
-    short = client.get_subscription_receiver(t, "short")
-    long = client.get_subscription_receiver(t, "long")
+    short = client.get_subscription_receiver(t, "short", max_wait_time=0)
+    long = client.get_subscription_receiver(t, "long", max_wait_time=0)
     got_short = receive_all(short, 2)
     got_long = receive_all(long, 2)
     assert {str(m): m.expires_at_utc - START for m in got_short} == {
@@ -380,7 +383,7 @@ def test_bad_input_is_refused_before_anything_is_written(client, admin, topic):
     assert [r.name for r in admin.list_rules(t, "s")] == ["$Default"]
     assert [s.name for s in admin.list_subscriptions(t)] == ["s"]
     with pytest.raises(MessagingEntityNotFoundError, match="subscription 't.*/nope'"):
-        client.get_subscription_receiver(t, "nope")
+        client.get_subscription_receiver(t, "nope", max_wait_time=0)
     with pytest.raises(MessagingEntityNotFoundError):
         client.get_topic_sender("no-such-topic")
     with pytest.raises(MessagingEntityNotFoundError):

@@ -22,6 +22,6 @@ def test_three_processes_create_one_queue_exactly_one_wins(spark, namespace, tmp
     assert [q.name for q in admin.list_queues()] == ["other", "Shared-Queue"]
     with ServiceBusClient(namespace, spark=spark) as client:  # and its tables work
         client.get_queue_sender("shared-queue").send_messages(ServiceBusMessage("hello"))
-        receiver = client.get_queue_receiver("SHARED-QUEUE")
+        receiver = client.get_queue_receiver("SHARED-QUEUE", max_wait_time=0)
         (m,) = receiver.receive_messages()
         receiver.complete_message(m)

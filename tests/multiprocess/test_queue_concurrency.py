@@ -49,6 +49,7 @@ COPIES = {"shared": lambda n: n % 3 == 0}
 RELAY, RELAYED = "relay", "relayed"
 
 
+@pytest.mark.timeout(1800)  # 5-9 minutes on this machine (docs/testing.md); the default is 600 s
 def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_message_once(
         spark, tmp_path):
     """One sender, two receivers and two maintenance processes (each looping the expiry sweep
@@ -232,7 +233,7 @@ def test_crash_kill_9_receivers_and_dead_letterers_lose_nothing(spark, tmp_path)
         client.get_queue_sender("crashy").send_messages(
             [ServiceBusMessage(f"m{i}", message_id=f"m{i}") for i in range(total)])
         seqs = {m.sequence_number for m in
-                _peek_all(client.get_queue_receiver("crashy"))}
+                _peek_all(client.get_queue_receiver("crashy", max_wait_time=0))}
     assert len(seqs) == total
 
     # Four rounds of two chaos workers, each round killed at a random point of its work. All
@@ -278,7 +279,7 @@ def test_crash_kill_9_receivers_and_dead_letterers_lose_nothing(spark, tmp_path)
     # Recovery: a receiver an hour later (every lock expired) drains what is left.
     later = ManualClock(datetime.now(timezone.utc) + timedelta(hours=1))
     with ServiceBusClient(ns, spark=spark, clock=later) as client:
-        receiver = client.get_queue_receiver("crashy")
+        receiver = client.get_queue_receiver("crashy", max_wait_time=0)
         remaining = []
         for _ in range(50):
             got = receiver.receive_messages(100)
@@ -286,7 +287,8 @@ def test_crash_kill_9_receivers_and_dead_letterers_lose_nothing(spark, tmp_path)
                 break
             remaining += [m.sequence_number for m in got]
             receiver.complete_messages(got)
-        dlq = client.get_queue_receiver("crashy", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        dlq = client.get_queue_receiver("crashy", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                        max_wait_time=0)
         dead = [m.sequence_number for m in _peek_all(dlq)]
 
     assert len(dead) == len(set(dead)), "a message is twice in the dead-letter queue"

@@ -45,7 +45,8 @@ def test_recv_4_ttl_7_delta_rs_and_spark_count_the_same_claimable_and_due_messag
         default_message_time_to_live=ttl)
     policy = Policy(lock, 2, ttl, True, None)
     with ServiceBusClient(ns, spark=spark, clock=clock) as client:
-        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q",
+                                                                                   max_wait_time=0)
         sender.send_messages([ServiceBusMessage(f"m{i}", partition_key=f"k{i % 3}")
                               for i in range(8)]
                              + [ServiceBusMessage("short", partition_key="k0",
@@ -109,7 +110,8 @@ def test_recv_1_a_dataframe_receive_reads_only_the_inbox_versions_its_batch_need
     ServiceBusAdministrationClient(ns, spark=spark, clock=clock).create_queue(
         "q", enable_partitioning=True)
     with ServiceBusClient(ns, spark=spark, clock=clock) as client:
-        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q",
+                                                                                   max_wait_time=0)
         for batch in range(3):
             sender.send_messages([ServiceBusMessage(f"m{batch}-{i}", partition_key=f"k{i}")
                                   for i in range(4)])
@@ -151,7 +153,7 @@ def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delt
     with ServiceBusClient(str(ns), spark=spark, clock=clock) as client:
         client.get_queue_sender("q").send_messages(
             [ServiceBusMessage(f"m{i}", application_properties={"i": i}) for i in range(12)])
-        locked = sorted(receive_all(client.get_queue_receiver("q"), 12, batch=12),
+        locked = sorted(receive_all(client.get_queue_receiver("q", max_wait_time=0), 12, batch=12),
                         key=lambda m: m.sequence_number)
         folder = client._entities.queue("q").store.folder
     assert len(locked) == 12
@@ -383,7 +385,8 @@ def test_recv_1_settle_1_4_a_delta_rs_client_sends_receives_and_settles_without_
     assert report["peeked"] == ["m1", "m4", "m5"]
     with ServiceBusClient(ns, spark=spark) as client:
         assert client.get_queue_receiver("q").peek_messages(10) == []
-        dead = client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        dead = client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                         max_wait_time=0)
         assert [(str(m), m.dead_letter_reason) for m in dead.peek_messages(10)] == [
             ("m3", "checked")]
 
@@ -416,8 +419,10 @@ def test_sess_2_3_5_6_session_receivers_do_the_same_through_delta_rs_without_a_j
                       "back": [["b2", 2]], "other": "a", "rest": ["a0", "a1"],
                       "listed": ["b"]}  # b keeps its state; a has nothing left
     with ServiceBusClient(ns, spark=spark, engine="spark") as client:  # one view of both
-        assert client.get_queue_receiver("s", session_id="b").session.get_state() == b"seen"
-        assert client.get_queue_receiver("s", session_id="a").peek_messages(10) == []
+        assert client.get_queue_receiver("s", session_id="b",
+                                         max_wait_time=0).session.get_state() == b"seen"
+        assert client.get_queue_receiver("s", session_id="a",
+                                         max_wait_time=0).peek_messages(10) == []
 
 
 def test_topic_1_4_5_sess_1_subscription_receivers_do_the_same_through_delta_rs_without_a_jvm(
@@ -485,7 +490,7 @@ def test_the_engine_option_decides_who_commits_sends_receives_and_settlements(
                            for p in (store.inbox_path, store.messages_path))
         since = inbox.version(), messages.version()
         client.get_queue_sender("q").send_messages(ServiceBusMessage("one"))
-        receiver = client.get_queue_receiver("q")
+        receiver = client.get_queue_receiver("q", max_wait_time=0)
         got = receive_all(receiver, 1)
         receiver.complete_message(got[0])
         assert receiver.peek_messages(5) == []

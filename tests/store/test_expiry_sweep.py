@@ -16,7 +16,8 @@ START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
 
 def _dlq(client, name):
-    return client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    return client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                     max_wait_time=0)
 
 
 def test_ttl_6_recv_5_sweep_dead_letters_expired_and_exhausted_messages(spark, namespace):
@@ -32,11 +33,11 @@ def test_ttl_6_recv_5_sweep_dead_letters_expired_and_exhausted_messages(spark, n
         client.get_queue_sender("dropping").send_messages(
             [ServiceBusMessage("ttl", time_to_live=timedelta(seconds=10)),
              ServiceBusMessage("never-received", time_to_live=timedelta(seconds=10))])
-        expiring = client.get_queue_receiver("expiring")
+        expiring = client.get_queue_receiver("expiring", max_wait_time=0)
         tired, _ = expiring.receive_messages(5)
         expiring.abandon_message(tired)
         assert [m.delivery_count for m in expiring.receive_messages(5)] == [2]
-        first = client.get_queue_receiver("dropping").receive_messages(1)
+        first = client.get_queue_receiver("dropping", max_wait_time=0).receive_messages(1)
         clock.advance(timedelta(seconds=31))  # locks over, TTLs over
         with pytest.raises(MessagingEntityNotFoundError):  # checked before any change
             expire_messages(namespace, entities=["expiring", "missing"], clock=clock,
@@ -57,7 +58,7 @@ def test_ttl_6_recv_5_sweep_dead_letters_expired_and_exhausted_messages(spark, n
         assert dead == {"ttl": "TTLExpiredException", "tired": "MaxDeliveryCountExceeded"}
         assert _dlq(client, "dropping").peek_messages(5, sequence_number=0) == []
         assert len(first) == 1
-        assert client.get_queue_receiver("dropping").receive_messages(5) == []
+        assert client.get_queue_receiver("dropping", max_wait_time=0).receive_messages(5) == []
         assert admin.get_queue_runtime_properties("dropping").active_message_count == 0
 
 
@@ -83,7 +84,8 @@ def test_ttl_4_ttl_6_sweep_handles_expired_messages_never_received(spark, namesp
         assert sum(again.totals().values()) == 0  # idempotent: tombstoned, not counted again
         for name in ("drop", "keep"):
             assert admin.get_queue_runtime_properties(name).active_message_count == 1
-            assert [str(m) for m in client.get_queue_receiver(name).receive_messages(5)] == [
+            receiver = client.get_queue_receiver(name, max_wait_time=0)
+            assert [str(m) for m in receiver.receive_messages(5)] == [
                 "long"]
         assert _dlq(client, "drop").peek_messages(5, sequence_number=0) == []
         dead = _dlq(client, "keep").receive_messages(5)
@@ -113,7 +115,8 @@ def test_ttl_6_recv_5_sweep_with_a_batch_limit_visits_every_partition(spark, nam
             [ServiceBusMessage(f"{key}/{n}", partition_key=key,
                                time_to_live=timedelta(seconds=10))
              for key in keys for n in range(2)])
-        received = client.get_queue_receiver("wide").receive_messages(16)  # registered, locked
+        # registered, locked:
+        received = client.get_queue_receiver("wide", max_wait_time=0).receive_messages(16)
         clock.advance(timedelta(minutes=1))  # locks and TTLs over
         report = expire_messages(namespace, clock=clock, spark=spark, batch_size=5)
         assert report.totals()["expired_dead_lettered"] == 32

@@ -62,7 +62,8 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
     name = f"c{next(_names)}"
     admin.create_queue(name, requires_duplicate_detection=True, lock_duration=timedelta(minutes=5),
                        duplicate_detection_history_time_window=timedelta(minutes=1))
-    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name,
+                                                                                max_wait_time=0)
     # Sent two hours ago, so that their duplicate-detection history is past its window and the
     # operation bound (1 h) when the compaction runs, while the locks taken below still hold.
     clock.set(START - timedelta(hours=2))
@@ -75,7 +76,7 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
     receiver.complete_messages(got[:6])
     receiver.dead_letter_messages(got[6:8], reason="bad")
     kept = got[8:]  # still locked
-    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=0)
     dead = dlq.receive_messages(2)
     dlq.complete_messages(dead)  # leaves two COMPLETED tombstones in the dead-letter table
     sender.send_messages(ServiceBusMessage("late", message_id="late"))  # not registered yet
@@ -148,7 +149,7 @@ def test_recv_7_pair_6_pings_are_never_delivered_peeked_or_counted(spark, ns, ad
                              time_to_live=timedelta(seconds=1))
     sender.send_messages([ping, ServiceBusMessage("real")])
     sender.send_messages(ping)
-    receiver = client.get_queue_receiver(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
     assert [str(m) for m in receiver.peek_messages(10)] == ["real"]
     assert admin.get_queue_runtime_properties(name).active_message_count == 1
     got = receiver.receive_messages(10)
@@ -220,7 +221,7 @@ def test_compact_and_idle_jobs_run_via_spark_submit(spark, tmp_path):
     admin.create_queue("kept")
     with ServiceBusClient(ns, spark=spark) as client:
         client.get_queue_sender("kept").send_messages(ServiceBusMessage("x"))
-        receiver = client.get_queue_receiver("kept")
+        receiver = client.get_queue_receiver("kept", max_wait_time=0)
         receiver.complete_messages(receiver.receive_messages(1))
     conf = tmp_path / "maintenance.json"
     conf.write_text('// settings\n{"namespace": "%s", "compact": {"retain_hours": 1}}' % ns)
@@ -250,7 +251,8 @@ def test_issue12_item5_part_4_a_partition_days_behind_still_receives_after_compa
         spark, ns, admin, client, clock):
     name = f"lag{next(_names)}"
     admin.create_queue(name, enable_partitioning=True)
-    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name,
+                                                                                max_wait_time=0)
     keys = _two_keys_in_different_partitions()
     for i in range(4):  # four send commits, each with one message in each of two partitions
         sender.send_messages([ServiceBusMessage(f"{key}-{i}", partition_key=key) for key in keys])
@@ -315,7 +317,8 @@ def test_issue12_item6_duplicate_in_window_is_dropped_with_compaction_between(
     window = timedelta(minutes=10)
     admin.create_queue(name, requires_duplicate_detection=True,
                        duplicate_detection_history_time_window=window)
-    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name)
+    sender, receiver = client.get_queue_sender(name), client.get_queue_receiver(name,
+                                                                                max_wait_time=0)
     sender.send_messages([ServiceBusMessage("first", message_id="X"),
                           ServiceBusMessage("other", message_id="Y")])
     got = receiver.receive_messages(2)
@@ -353,8 +356,8 @@ def test_topic_1_compaction_purges_a_topic_inbox_only_behind_every_subscription(
     admin.create_subscription(topic, "slow", dead_lettering_on_message_expiration=True,
                               default_message_time_to_live=timedelta(minutes=10))
     sender = client.get_topic_sender(topic)
-    fast = client.get_subscription_receiver(topic, "fast")
-    slow = client.get_subscription_receiver(topic, "slow")
+    fast = client.get_subscription_receiver(topic, "fast", max_wait_time=0)
+    slow = client.get_subscription_receiver(topic, "slow", max_wait_time=0)
     for round_ in range(3):
         sender.send_messages([ServiceBusMessage(f"r{round_}-{i}", partition_key="k")
                               for i in range(4)])
@@ -381,7 +384,8 @@ def test_topic_1_compaction_purges_a_topic_inbox_only_behind_every_subscription(
     swept = expire_messages(ns, entities=[f"{topic}/Subscriptions/slow"], clock=clock,
                             spark=spark).totals()
     assert swept["expired_dead_lettered"] == 4
-    dlq = client.get_subscription_receiver(topic, "slow", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    dlq = client.get_subscription_receiver(topic, "slow", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                           max_wait_time=0)
     assert sorted(str(m) for m in receive_all(dlq, 4)) == [f"r2-{i}" for i in range(4)]
     # The sweep tombstoned those rows; the next receive consumes the tombstones and moves the
     # frontier past them, and then nothing of the topic's inbox is needed any more.

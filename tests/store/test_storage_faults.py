@@ -171,7 +171,7 @@ def test_issue18_a_namespace_made_read_only_mid_run_refuses_writes_then_works_wh
     ns, clock = str(tmp_path / "ns"), ManualClock(START)
     admin, client, _ = _clients(ns, spark, clock)
     admin.create_queue("q", lock_duration=LOCK)
-    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q", max_wait_time=0)
     sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(4)]
                          + [ServiceBusMessage("short", time_to_live=timedelta(seconds=10))])
     held = receiver.receive_messages(2)
@@ -223,7 +223,8 @@ def test_issue18_a_disk_that_fills_refuses_with_quota_exceeded_and_loses_no_ackn
     with small_disk(ns, 8):
         admin, client, _ = _clients(ns, spark, clock)
         admin.create_queue("q", lock_duration=LOCK)
-        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+        sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q",
+                                                                                   max_wait_time=0)
         sender.send_messages([ServiceBusMessage("first"),
                               ServiceBusMessage("short", time_to_live=timedelta(seconds=10))])
         held = receiver.receive_messages(1)
@@ -285,7 +286,7 @@ def test_issue18_a_lost_data_file_is_named_and_restoring_it_repairs_the_queue(sp
     ns, clock = str(tmp_path / "ns"), ManualClock(START)
     admin, client, on_spark = _clients(ns, spark, clock)
     admin.create_queue("q", lock_duration=LOCK)
-    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q", max_wait_time=0)
     sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(4)])
     held = receiver.receive_messages(2)
     (lost,) = glob.glob(os.path.join(ns, "queues", "q", "*", "messages", "pid=0", "*.parquet"))
@@ -296,7 +297,7 @@ def test_issue18_a_lost_data_file_is_named_and_restoring_it_repairs_the_queue(sp
                  lambda: receiver.complete_message(held[0]),
                  lambda: receiver.peek_messages(10, sequence_number=0),
                  lambda: admin.get_queue_runtime_properties("q"),
-                 lambda: on_spark.get_queue_receiver("q").receive_messages(1),
+                 lambda: on_spark.get_queue_receiver("q", max_wait_time=0).receive_messages(1),
                  lambda: expire_messages(ns, clock=clock, spark=spark)):
         with pytest.raises(ServiceBusCommunicationError, match="is missing from the storage") \
                 as missing:
@@ -321,7 +322,7 @@ def test_issue18_a_lost_log_commit_file_is_named_and_restoring_it_repairs_the_qu
     ns, clock = str(tmp_path / "ns"), ManualClock(START)
     admin, client, on_spark = _clients(ns, spark, clock)
     admin.create_queue("q", lock_duration=LOCK)
-    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q", max_wait_time=0)
     for i in range(4):
         sender.send_messages(ServiceBusMessage(f"m{i}"))  # inbox versions 1..4
     held = receiver.receive_messages(2)
@@ -335,7 +336,7 @@ def test_issue18_a_lost_log_commit_file_is_named_and_restoring_it_repairs_the_qu
                  lambda: on_spark.get_queue_sender("q").send_dataframe(
                      spark.createDataFrame([("refused",)], "body string")),
                  lambda: receiver.receive_messages(1),
-                 lambda: on_spark.get_queue_receiver("q").receive_messages(1),
+                 lambda: on_spark.get_queue_receiver("q", max_wait_time=0).receive_messages(1),
                  lambda: receiver.peek_messages(10, sequence_number=0),
                  lambda: admin.get_queue_runtime_properties("q"),
                  lambda: expire_messages(ns, clock=clock, spark=spark)):
@@ -359,7 +360,7 @@ def test_issue18_a_removed_table_is_entity_not_found_not_recreated_empty(spark, 
     ns, clock = str(tmp_path / "ns"), ManualClock(START)
     admin, client, _ = _clients(ns, spark, clock)
     admin.create_queue("q", lock_duration=LOCK)
-    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q")
+    sender, receiver = client.get_queue_sender("q"), client.get_queue_receiver("q", max_wait_time=0)
     sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(4)])
     held = receiver.receive_messages(2)
     (inbox,) = glob.glob(os.path.join(ns, "queues", "q", "*", "inbox"))
@@ -374,7 +375,7 @@ def test_issue18_a_removed_table_is_entity_not_found_not_recreated_empty(spark, 
         receiver.receive_messages(1)
     fresh = ServiceBusClient(ns, spark=spark, clock=clock, engine="spark")
     with pytest.raises(MessagingEntityNotFoundError, match="not made again empty"):
-        fresh.get_queue_receiver("q").receive_messages(1)
+        fresh.get_queue_receiver("q", max_wait_time=0).receive_messages(1)
     with pytest.raises(MessagingEntityNotFoundError, match="not made again empty"):
         expire_messages(ns, clock=clock, spark=spark)
     assert not os.path.exists(inbox)  # nobody made an empty one
@@ -415,12 +416,12 @@ def test_issue18_a_table_removed_from_a_queue_never_used_is_not_made_again_empty
     for engine in ("auto", "spark"):
         fresh = ServiceBusClient(ns, spark=spark, clock=clock, engine=engine)
         with pytest.raises(MessagingEntityNotFoundError, match="not made again empty"):
-            fresh.get_queue_receiver("q").receive_messages(1)
+            fresh.get_queue_receiver("q", max_wait_time=0).receive_messages(1)
     assert not os.path.exists(os.path.join(folder, "messages"))
 
     client = ServiceBusClient(ns, spark=spark, clock=clock)
     client.get_queue_sender("half").send_messages(ServiceBusMessage("a"))
-    assert _drain(client.get_queue_receiver("half"), 1) == ["a"]
+    assert _drain(client.get_queue_receiver("half", max_wait_time=0), 1) == ["a"]
     assert os.path.exists(os.path.join(half, "_tables_made"))
     assert _counts(admin, "half") == (0, 0, 0)
 
@@ -480,7 +481,7 @@ def test_issue18_a_settlement_commit_hung_past_its_lock_is_refused_when_it_resum
         assert not os.path.exists(staged[:-2])  # written, not published: the commit hangs
 
         _set_time(folder, START + 2 * LOCK)  # past the hung holder's lock
-        receiver = client.get_queue_receiver("q")
+        receiver = client.get_queue_receiver("q", max_wait_time=0)
         again = receiver.receive_messages(1)  # not blocked by the hung commit
         assert [(str(m), m.delivery_count) for m in again] == [("job", 2)]
         receiver.complete_message(again[0])

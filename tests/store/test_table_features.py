@@ -41,7 +41,8 @@ def test_send_3_every_table_is_writable_by_delta_rs_and_read_on_by_spark(spark, 
     admin.create_queue("orders", enable_partitioning=partitioned,
                        requires_duplicate_detection=True, lock_duration=timedelta(minutes=5))
     with ServiceBusClient(ns, spark=spark, clock=clock) as client:
-        sender, receiver = client.get_queue_sender("orders"), client.get_queue_receiver("orders")
+        sender = client.get_queue_sender("orders")
+        receiver = client.get_queue_receiver("orders", max_wait_time=0)
         sender.send_messages([ServiceBusMessage(text, message_id=text, partition_key="k")
                               for text in ("done", "dead", "back")])
         done, dead, back = sorted(receiver.receive_messages(3), key=lambda m: m.sequence_number)
@@ -87,7 +88,8 @@ def test_send_3_every_table_is_writable_by_delta_rs_and_read_on_by_spark(spark, 
         assert got[1].sequence_number == sequence_number(pid, inbox_version, 0)
         assert got[1].sequence_number > back.sequence_number
         receiver.complete_messages(got)
-        dlq = client.get_queue_receiver("orders", sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        dlq = client.get_queue_receiver("orders", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                        max_wait_time=0)
         (dead_again,) = dlq.receive_messages(10)
         assert (str(dead_again), dead_again.dead_letter_reason) == ("dead", "bad")
         dlq.complete_message(dead_again)
@@ -107,7 +109,7 @@ def test_a_queue_of_the_previous_layout_is_refused_with_how_to_migrate(spark, tm
     version = latest_version(spark, store.inbox_path)
     with ServiceBusClient(ns, spark=spark, clock=clock) as client:
         for call in (lambda: client.get_queue_sender("old").send_messages(ServiceBusMessage("y")),
-                     lambda: client.get_queue_receiver("old").receive_messages(1),
+                     lambda: client.get_queue_receiver("old", max_wait_time=0).receive_messages(1),
                      lambda: compact(ns, clock=clock, spark=spark)):
             with pytest.raises(StorageLayoutError) as raised:
                 call()

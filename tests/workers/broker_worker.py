@@ -55,8 +55,9 @@ def _receiver(client, admin, spec):
     parts = spec.split("/Subscriptions/")
     if len(parts) == 2:
         lock = admin.get_subscription(*parts).lock_duration
-        return client.get_subscription_receiver(*parts), lock.total_seconds()
-    return client.get_queue_receiver(spec), admin.get_queue(spec).lock_duration.total_seconds()
+        return client.get_subscription_receiver(*parts, max_wait_time=0), lock.total_seconds()
+    return (client.get_queue_receiver(spec, max_wait_time=0),
+            admin.get_queue(spec).lock_duration.total_seconds())
 
 
 def _jvm_started() -> bool:

@@ -42,7 +42,7 @@ def main(argv):
     step = 0
     with ServiceBusClient(namespace, clock=clock, engine="delta-rs") as client, \
             open(os.path.join(folder, f"{name}.log"), "a") as log:
-        receiver = client.get_queue_receiver(queue)
+        receiver = client.get_queue_receiver(queue, max_wait_time=0)
         while True:
             path = os.path.join(folder, f"step-{step}")
             while not os.path.exists(path):

@@ -137,7 +137,7 @@ def _schedule(ctx, journal):
 
 def _received(ctx, journal, settle, receiver=None):
     """Receives BATCH messages at a time (PeekLock) and settles them with ``settle``."""
-    receiver = receiver or ctx.client.get_queue_receiver(QUEUE)
+    receiver = receiver or ctx.client.get_queue_receiver(QUEUE, max_wait_time=0)
     while True:
         journal.write("begin", op="receive", ids=[])
         got = receiver.receive_messages(BATCH, max_wait_time=1)
@@ -191,7 +191,7 @@ def _receive_and_delete(ctx, journal):
     from sbdelta import ServiceBusReceiveMode
 
     receiver = ctx.client.get_queue_receiver(
-        QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE)
+        QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=0)
     while True:
         journal.write("begin", op="receive_and_delete", ids=[], count=BATCH)
         got = receiver.receive_messages(BATCH, max_wait_time=1)
@@ -200,7 +200,7 @@ def _receive_and_delete(ctx, journal):
 
 def _receive_deferred(ctx, journal):
     """Receives the deferred messages (the trial defers them all first) and completes them."""
-    receiver = ctx.client.get_queue_receiver(QUEUE)
+    receiver = ctx.client.get_queue_receiver(QUEUE, max_wait_time=0)
     seqs = [m.sequence_number for m in peek_all(receiver)]
     for start in range(0, len(seqs), BATCH):
         got = journal.call("receive", [], lambda: receiver.receive_deferred_messages(
@@ -221,7 +221,7 @@ def _send_dataframe(ctx, journal):
 
 def _receive_dataframe(ctx, journal):
     """PeekLock receives as a DataFrame, completed by that DataFrame (settle by DataFrame)."""
-    receiver = ctx.client.get_queue_receiver(QUEUE)
+    receiver = ctx.client.get_queue_receiver(QUEUE, max_wait_time=0)
     while True:
         journal.write("begin", op="receive", ids=[])
         df = receiver.receive_dataframe(40)
@@ -289,7 +289,7 @@ OPERATIONS = {
         ctx, j, lambda r, g: _settle_all("complete")(j, r, g)),
     "subscription_complete": lambda ctx, j: _received(
         ctx, j, lambda r, g: _settle_all("complete")(j, r, g),
-        ctx.client.get_subscription_receiver(TOPIC, SUBSCRIPTION)),
+        ctx.client.get_subscription_receiver(TOPIC, SUBSCRIPTION, max_wait_time=0)),
     "session_complete": _sessions,
     "receive_deferred": _receive_deferred,
     "send_dataframe": _send_dataframe,

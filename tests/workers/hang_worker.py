@@ -39,7 +39,7 @@ def main(argv):
 
     clock = FileClock(os.path.join(folder, "time"), timedelta(0), timedelta(seconds=1))
     with ServiceBusClient(namespace, clock=clock, engine="delta-rs") as client:
-        receiver = client.get_queue_receiver(queue)
+        receiver = client.get_queue_receiver(queue, max_wait_time=0)
         got = receiver.receive_messages(1)
         _write(os.path.join(folder, "got"), {
             "seq": [m.sequence_number for m in got], "body": [str(m) for m in got],
