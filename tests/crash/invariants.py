@@ -34,7 +34,9 @@ REMOVING = {"complete", "cancel", "receive_and_delete"}
 
 
 def receiver_of(client, setup, queue: str = QUEUE, **kwargs):
-    """A receiver of the trial's entity: the queue, or the subscription of a topic trial."""
+    """A receiver of the trial's entity: the queue, or the subscription of a topic trial
+    (looking once per receive unless ``max_wait_time`` is given)."""
+    kwargs.setdefault("max_wait_time", 0)
     if setup is not None and setup.subscription:
         return client.get_subscription_receiver(*setup.subscription, **kwargs)
     return client.get_queue_receiver(queue, **kwargs)

@@ -44,6 +44,7 @@ def bodies(messages):
 
 def drain(client, topic, sub, expected, **kwargs):
     """Receive and complete until ``expected`` messages came (then one more look)."""
+    kwargs.setdefault("max_wait_time", 0)
     receiver = client.get_subscription_receiver(topic, sub, **kwargs)
     got = receive_all(receiver, expected, batch=20, tries=10) if expected else []
     receiver.complete_messages(got)  # one commit
