@@ -373,13 +373,11 @@ def txn_version(path: str, app_id: str) -> int:
 def append_once(path: str, names: Sequence[str], rows: Sequence[tuple], app_id: str,
                 version: int) -> bool:
     """Append ``rows`` (as :func:`append`) to the local table ``path`` once per (``app_id``,
-    ``version``), as Spark's idempotent writes do (``txnAppId``/``txnVersion``): nothing is
-    written when the table records that version or a later one for the app id. Returns
-    whether this call appended.
-
-    delta-rs does not skip a recorded version itself: the check is made here, on the very
-    snapshot the commit is made against, and a commit by anyone after that snapshot that
-    records the same app id (delta-rs or Spark) makes delta-rs refuse this one.
+    ``version``), as Spark's ``txnAppId``/``txnVersion`` writes do: nothing is written when
+    the table records that version or a later one for the app id. Returns whether it
+    appended. delta-rs does not skip a recorded version itself: the check is made on the
+    snapshot the commit is made against, and a commit after it that records the same app id
+    (delta-rs's or Spark's) makes delta-rs refuse this one.
 
     Raises:
         deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry: the
