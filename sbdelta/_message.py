@@ -20,6 +20,7 @@ from sbdelta._message_fields import (SYSTEM_STRING_FIELDS, check_body, check_mom
                                      check_part_2, check_properties, check_string,
                                      check_ttl, type_name)
 from sbdelta._size import byte_length, message_size
+from sbdelta.amqp import AmqpMessageBodyType, DataBody
 from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, MessageTypeError
 
 __all__ = [
@@ -151,9 +152,16 @@ class ServiceBusMessage:
         self.reply_to_session_id = reply_to_session_id
 
     @property
-    def body(self) -> bytes:
-        """The body as bytes (a ``str`` body is its UTF-8 encoding)."""
+    def body(self) -> DataBody:
+        """The body as bytes (a ``str`` body is its UTF-8 encoding). As in the SDK, iterating
+        it gives its data sections (one: the whole body), so ``b"".join(message.body)`` is
+        the body too."""
         return self._body
+
+    @property
+    def body_type(self) -> AmqpMessageBodyType:
+        """The AMQP body form: always DATA (bytes) in sbdelta."""
+        return AmqpMessageBodyType.DATA
 
     @property
     def application_properties(self) -> Optional[Dict[str, Any]]:

@@ -13,6 +13,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from sbdelta._clock import as_utc
 from sbdelta._durations import UNLIMITED_FROM, parse_duration
+from sbdelta.amqp import DataBody
 from sbdelta.exceptions import (InvalidMessageError, InvalidPropertyError, MessageTypeError,
                                 ServiceBusInvalidOperationError)
 
@@ -56,13 +57,14 @@ def valid_text(field: str, text: str) -> str:
     return text
 
 
-def check_body(body: object) -> bytes:
+def check_body(body: object) -> DataBody:
+    """The body as sbdelta stores it: bytes (iterating as the SDK's DATA body does)."""
     if body is None:
-        return b""
+        return DataBody(b"")
     if isinstance(body, str):
-        return valid_text("body", body).encode("utf-8")
+        return DataBody(valid_text("body", body).encode("utf-8"))
     if isinstance(body, (bytes, bytearray, memoryview)):
-        return bytes(body)
+        return DataBody(body)
     raise MessageTypeError(f"body has type {type_name(body)}; allowed: {_BODY_TYPES}")
 
 

@@ -54,6 +54,7 @@ def test_an_sdk_program_runs_on_a_connection_string_with_its_keyword_options(spa
                                        max_wait_time=0) as receiver:
             assert receiver.client_identifier.startswith("SBReceiver-")
             got = receiver.receive_messages(10)  # registered with the renewer on receipt
+            assert sorted(b"".join(m.body) for m in got) == [b"a", b"b"]  # as SDK code reads
             clock.advance(timedelta(seconds=20))  # under half the lock left: due
             wait_for(renewer, 2)
             assert [m.locked_until_utc for m in got] == [clock.now() + LOCK] * 2

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: The public modules: what the README's reference command documents.
 MODULES = ("sbdelta", "sbdelta.management", "sbdelta.maintenance", "sbdelta.paired",
-           "sbdelta.exceptions")
+           "sbdelta.exceptions", "sbdelta.amqp")
 
 
 def _undocumented():

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbdelta._app_properties import decode_properties, encode_properties
+from sbdelta.amqp import AmqpMessageBodyType
 from sbdelta._durations import TIMESPAN_MAX
 from sbdelta._message_fields import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS
 from sbdelta._size import HEADER_ALLOWANCE
@@ -69,8 +70,12 @@ def test_constants():
 ])
 def test_body_types(body, expected):
     msg = ServiceBusMessage(body)
-    assert msg.body == expected
-    assert type(msg.body) is bytes
+    assert msg.body == expected and isinstance(msg.body, bytes)
+    assert msg.body.decode("utf-8", "replace") == expected.decode("utf-8", "replace")
+    # As in the SDK, a DATA body iterates by section (one here): SDK code joins them.
+    assert msg.body_type is AmqpMessageBodyType.DATA
+    assert list(msg.body) == [expected] and b"".join(msg.body) == expected
+    assert type(next(iter(msg.body))) is bytes
 
 
 def test_body_is_copied_from_mutable_buffers():
@@ -491,6 +496,7 @@ def test_received_defaults():
     msg = received()
     assert isinstance(msg, ServiceBusMessage)
     assert msg.body == b"hello" and str(msg) == "hello"
+    assert b"".join(msg.body) == b"hello" and msg.body_type is AmqpMessageBodyType.DATA
     assert msg.sequence_number == msg.enqueued_sequence_number == 42
     assert msg.enqueued_time_utc == T0
     assert msg.expires_at_utc is None
