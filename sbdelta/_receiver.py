@@ -3,6 +3,7 @@ settles."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from datetime import datetime, timedelta
@@ -20,7 +21,7 @@ from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMess
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
 from ._session import (ServiceBusSession, ServiceBusSessionGroup, SessionHost, check_session,
-                       hold_session, release_session)
+                       hold_session, release_session, session_lock_lost)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
                      MessageStore, Settlement, seq_of_token)
 from .paired.options import is_backlog_queue
@@ -409,8 +410,9 @@ class ServiceBusReceiver(Handler):
                 merged.update(properties)
                 props = encode_properties(merged)
             locked.append(Locked(m.sequence_number, m.lock_token, props))
-        self._store(entity).settle(locked, settlement, now,
-                                   what=f"{action} on {self.entity_path}")
+        with self._session_settles(action):
+            self._store(entity).settle(locked, settlement, now,
+                                       what=f"{action} on {self.entity_path}")
         for m in messages:
             if action == "renew":
                 mark_renewed(m, settlement.locked_until, now)
@@ -528,9 +530,21 @@ class ServiceBusReceiver(Handler):
             check_session(self._session, "settle")
         entity = self._entity()
         now = self._now()
-        return self._store(entity).settle_frame(
-            tokens, self._settlement(entity, action, now, reason, description), now,
-            what=f"{action} on {self.entity_path}")
+        with self._session_settles(action):
+            return self._store(entity).settle_frame(
+                tokens, self._settlement(entity, action, now, reason, description), now,
+                what=f"{action} on {self.entity_path}")
+
+    @contextlib.contextmanager
+    def _session_settles(self, action: str):
+        """A session receiver's settlement: its message locks are the session lock, so a
+        lock found gone at the commit is the session lock lost (SessionLockLostError)."""
+        try:
+            yield
+        except MessageLockLostError:
+            if self._session is None:
+                raise
+            raise session_lock_lost(self._session, action) from None
 
 
 class _Host(SessionHost):

@@ -317,6 +317,17 @@ def check_session(session: ServiceBusSession, action: str) -> SessionHold:
     return session._check_held(action)
 
 
+def session_lock_lost(session: ServiceBusSession, action: str) -> SessionLockLostError:
+    """The error of a settlement whose message locks were gone at its commit although the
+    session lock looked held (it ran out meanwhile and the next holder took the session):
+    the session lock is lost, as azure-servicebus says on a session receiver."""
+    session._lost = True
+    return SessionLockLostError(
+        f"{session._what(action)}: the session lock is lost (it ran out before the commit "
+        "and the session has another holder now); nothing was changed. The session and its "
+        "unsettled messages go to the next session receiver. Open a new one")
+
+
 def release_session(session: ServiceBusSession) -> None:
     """End the session lock now (``receiver.close()``)."""
     session._release()

@@ -118,6 +118,34 @@ def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
     rb.complete_message(back)
 
 
+@pytest.mark.parametrize("form", ["one", "list", "dataframe"])
+def test_sess_4_a_holder_whose_session_was_taken_before_its_commit_gets_session_lock_lost(
+        spark, ns, client, queue, clock, form):
+    """The session lock looked held by the holder's clock when it settled, but had run out
+    and the session was taken before the commit (a slow call): SessionLockLostError, as the SDK
+    raises on a session receiver, not MessageLockLostError; nothing of it is written."""
+    from sbdelta import ManualClock
+
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, "a-1", "a-2")
+    ra = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
+    got = ra.receive_messages(10)
+    later = ManualClock(clock.now() + LOCK + timedelta(seconds=1))  # another process's "now"
+    with ServiceBusClient(ns, spark=spark, clock=later) as other:
+        rb = other.get_queue_receiver(name, session_id="a", max_wait_time=0)
+        taken = rb.receive_messages(10)  # the lock ran out: the session is rb's now
+        settle = {"one": lambda: ra.complete_message(got[0]),
+                  "list": lambda: ra.complete_messages(got),
+                  "dataframe": lambda: ra.complete_messages(spark.createDataFrame(
+                      [(str(m.lock_token),) for m in got], "lock_token STRING"))}[form]
+        with pytest.raises(SessionLockLostError, match="has another holder now"):
+            settle()
+        with pytest.raises(SessionLockLostError, match="session lock is lost"):
+            ra.receive_messages(1)  # lost stays lost
+        assert [(m.message_id, m.delivery_count) for m in taken] == [("a-1", 2), ("a-2", 2)]
+        rb.complete_messages(taken)  # still rb's: ra wrote nothing
+
+
 def test_sess_5_session_state_is_kept_without_messages_and_size_checked(client, queue, admin):
     name = queue(requires_session=True, max_message_size_in_kilobytes=1)
     ra = client.get_queue_receiver(name, session_id="s", max_wait_time=0)
