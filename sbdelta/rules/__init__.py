@@ -148,26 +148,23 @@ class Rules:
         return compile_action(action, self._ctx)
 
 
-class _Probe:
-    """A context that notes whether a rule reads the property bag at all."""
+class _Reading:
+    """The context of a rule built inside the bag's lambda: notes whether the rule reads the
+    property bag at all."""
 
-    def __init__(self) -> None:
-        from pyspark.sql import functions as F
-
+    def __init__(self, row) -> None:
+        self._row = row
         self.used = False
-        self._bag = F.create_map().cast("map<string,string>")
 
     @property
     def bag(self):
         self.used = True
-        return self._bag
+        return self._row["bag"]
 
     @property
     def bag_error(self):
         self.used = True
-        from pyspark.sql import functions as F
-
-        return F.lit(None).cast("string")
+        return self._row["error"]
 
 
 def with_properties(build: Callable[[Rules], object]):
@@ -177,19 +174,26 @@ def with_properties(build: Callable[[Rules], object]):
     Parsing the JSON text into the typed bag is the costly part of a rule; written out at each
     property a rule reads, it made plans of megabytes that took seconds to compile. Here the bag
     is computed once and bound to a lambda variable (``transform`` over a one-element array),
-    and each rule reads that variable. A ``build`` that reads no property gets no bag at all.
+    and each rule reads that variable. A ``build`` that reads no property is built again
+    without the bag (its rows need no JSON parsing): building a rule's Columns costs hundreds
+    of py4j calls, so the usual rule, which reads properties, is built once.
     """
     from pyspark.sql import functions as F
 
     from .compile import Context, message_bag
 
-    probe = _Probe()
-    build(Rules(probe))
-    if not probe.used:
-        return build(Rules(Context(None, None)))
     bag, error = message_bag()
     bound = F.array(F.struct(bag.alias("bag"), error.alias("error")))
-    return F.transform(bound, lambda row: build(Rules(Context(row["bag"], row["error"]))))[0]
+    readings = []
+
+    def body(row):
+        readings.append(_Reading(row))
+        return build(Rules(readings[-1]))
+
+    column = F.transform(bound, body)[0]
+    if any(reading.used for reading in readings):
+        return column
+    return build(Rules(Context(None, None)))
 
 
 def action_naming_rule(rule: RuleProperties) -> ActionExpr:

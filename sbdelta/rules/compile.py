@@ -71,9 +71,18 @@ class Context:
         self.bag_error = bag_error
 
 
+_BAG: list = [None, None]  # (the Spark context, its message_bag())
+
+
 def message_bag() -> Tuple[object, object]:
-    """``(bag, error)`` of the message's application properties column."""
-    return properties_bag(_f().col(PROPERTIES_COLUMN))
+    """``(bag, error)`` of the message's application properties column, built once per Spark
+    context (Columns are immutable; building this one costs about a hundred py4j calls)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if _BAG[0] is not context:
+        _BAG[:] = [context, properties_bag(_f().col(PROPERTIES_COLUMN))]
+    return _BAG[1]
 
 
 # -- filters ------------------------------------------------------------------------------------

@@ -243,12 +243,8 @@ def test_topic_4_the_python_evaluator_gives_what_spark_gives(spark):
     texts that are no JSON object, nested values, AND/OR skipping their right side)."""
     from sbdelta.rules.evaluate import evaluate_filter
 
-    def spark_side(rule_filter):
-        result = filter_column(rule_filter)
-        return result.matched, result.error
-
-    _assert_both_evaluators_agree(spark, _equivalence_filters(), spark_side, evaluate_filter,
-                                  "boolean")
+    _assert_both_evaluators_agree(spark, _equivalence_filters(), "filter_struct",
+                                  evaluate_filter, "matched: boolean")
 
 
 EQUIVALENCE_ACTIONS = [
@@ -267,37 +263,35 @@ def test_topic_5_the_python_actions_write_what_spark_writes(spark):
     writes them, untouched values as Spark re-renders them) and the same error."""
     from sbdelta.rules.evaluate import evaluate_action
 
-    def spark_side(action):
-        result = action_columns(action)
-        return result.application_properties, result.error
-
     actions = {f"a{i}": SqlRuleAction(text) for i, text in enumerate(EQUIVALENCE_ACTIONS)}
-    _assert_both_evaluators_agree(spark, actions, spark_side, evaluate_action, "string")
+    _assert_both_evaluators_agree(spark, actions, "action_struct", evaluate_action,
+                                  "application_properties: string")
 
 
-def _assert_both_evaluators_agree(spark, rules, spark_side, python_side, value_type):
+def _assert_both_evaluators_agree(spark, rules, spark_side, python_side, value_field):
     """Each rule of ``rules`` (name -> filter or action) over :data:`EQUIVALENCE_ROWS`: the
-    Spark Columns ``spark_side(rule)`` gives and ``python_side(rule, message)`` per message
-    are the same ``(value, error)`` pairs, compared as one DataFrame."""
+    struct Column ``Rules.<spark_side>(rule)`` of each rule, all of them in ONE Column over
+    one property bag (:func:`sbdelta.rules.with_properties`, as a subscription's admission
+    builds its rules), and ``python_side(rule, message)`` per message are the same
+    ``(value, error)`` pairs, compared as one DataFrame."""
     from pyspark.sql import functions as F
 
+    from sbdelta.rules import with_properties
     from sbdelta.rules.evaluate import Message
 
     rows = spark.createDataFrame(
         EQUIVALENCE_ROWS,
         "id string, application_properties string, subject string, message_id string")
-    columns = [F.col("id")]
-    for name, rule in rules.items():
-        value, error = spark_side(rule)
-        columns += [value.alias(f"{name}_v"), error.alias(f"{name}_e")]
+    every = with_properties(lambda bound: F.struct(*[
+        getattr(bound, spark_side)(rule).alias(name) for name, rule in rules.items()]))
     expected = []
     for row_id, text, subject, message_id in EQUIVALENCE_ROWS:
         message = Message({"application_properties": text, "subject": subject,
                            "message_id": message_id})
-        values = [row_id]
-        for rule in rules.values():
-            values += list(python_side(rule, message))
-        expected.append(tuple(values))
-    schema = "id string, " + ", ".join(f"{n}_v {value_type}, {n}_e string" for n in rules)
-    assert_df_equality(rows.select(*columns), spark.createDataFrame(expected, schema),
+        expected.append((row_id, tuple(tuple(python_side(rule, message))
+                                       for rule in rules.values())))
+    schema = "id string, every struct<" + ", ".join(
+        f"{n}: struct<{value_field}, error: string>" for n in rules) + ">"
+    assert_df_equality(rows.select("id", every.alias("every")),
+                       spark.createDataFrame(expected, schema),
                        ignore_nullable=True, ignore_row_order=True)
