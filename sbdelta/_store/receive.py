@@ -23,7 +23,8 @@ from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, merge, retry
 from .inbox import scan_inbox
-from .layout import CANCELLED, COLUMN_NAMES, DEFERRED, FRONTIER, MSG, frontier_at, start_version
+from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
+                     start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .reads import by_seq, query, spark_query
 from .receive_plan import Choice, Grant, carries_rejects, plan_sql, source, taken_rows
@@ -158,13 +159,18 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
                     any(actions[p] for p in chosen), tombstones.intersection(chosen))
     if fast:
-        out = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock, guard)
+        out, marked = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock,
+                                            guard)
     else:
-        out = _commit_with_spark(store, choice, new_rows, policy, now, delete, lock, as_rows,
-                                 n, guard)
+        out, marked = _commit_with_spark(store, choice, new_rows, policy, now, delete, lock,
+                                         as_rows, n, guard)
     rejects = getattr(store.admit, "dead_letters", False)  # filter errors (TOPIC-5)
+    # Partitions needing action may hold DEADLETTERING rows a crash left: always moved. New
+    # rows may have been marked (expired on arrival, refused by a rule): moved when the plan
+    # marked some, or when the plan's rows were not seen (``marked`` None).
     if any(actions[p] for p in chosen) or (
-            (policy.dead_letter_on_expiration or rejects) and any(take_new.values())):
+            (policy.dead_letter_on_expiration or rejects) and any(take_new.values())
+            and marked is not False):
         store.move_dead_letters(chosen, now)
     # The partitions whose frontier moved: when nothing was handed out (the rows read were
     # duplicates, scheduled, cancelled, expired, refused by a subscription's rules or, in a
@@ -206,7 +212,8 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
                        delete: bool, lock: Grant, as_rows: bool, n: int, guard):
     """Run the plan in Spark (over the messages table and the change-feed rows read) and
     commit it: a collected literal MERGE for a list receive, else a MERGE of the checkpointed
-    plan. Returns the handed-out rows (a list, or a DataFrame)."""
+    plan. Returns the handed-out rows (a list, or a DataFrame) and whether the plan marked
+    rows DEADLETTERING (None: not known, the plan's rows were not collected)."""
     rejects = new_rows is not None and "dead_letter_reason" in new_rows.columns
     sql = _plan(store, choice, new_rows, policy, now, delete, lock, rejects)
     if sql is None:
@@ -217,8 +224,9 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
         plan = plan.unionByName(guard_frame(store, guard))
     if as_rows and n <= LITERAL_ROWS:
         rows = plan.collect()
-        apply_rows(store, [r.asDict() for r in rows if r._op is not None], choice.chosen, now)
-        return sorted((r for r in rows if r._out), key=lambda r: r.seq)
+        changes = [r.asDict() for r in rows if r._op is not None]
+        apply_rows(store, changes, choice.chosen, now)
+        return sorted((r for r in rows if r._out), key=lambda r: r.seq), marks_dead_letters(changes)
     # a batch too large to pass through the driver twice
     plan = plan.localCheckpoint(eager=True)
     source = plan.where("_op IS NOT NULL").drop("_out")
@@ -226,8 +234,8 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
           apply_clauses(choice.chosen, now, store.dead_letter, PLAN_OPS))
     out = plan.where("_out")
     if as_rows:
-        return sorted(out.collect(), key=lambda r: r.seq)  # no sort job: rows are few
-    return out
+        return sorted(out.collect(), key=lambda r: r.seq), None  # no sort job: rows are few
+    return out, None
 
 
 def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: datetime,
@@ -235,7 +243,8 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
     """Run the plan in DataFusion (the messages table, and the new rows it can take as a
     literal relation) and commit it with delta-rs's MERGE: no Spark. ``guard``: a session's
     row at the revision read, committed with the plan (the receive lands only while the
-    session is held). Returns the handed-out rows, as Rows sorted by sequence number."""
+    session is held). Returns the handed-out rows, as Rows sorted by sequence number, and
+    whether the plan marked rows DEADLETTERING."""
     # Rows a subscription's rules bound for the dead-letter queue carry their reason.
     rejects = carries_rejects(new_rows)
     sql = _plan(store, choice, new_rows, policy, now, delete, lock, rejects)
@@ -246,7 +255,12 @@ def _commit_with_delta_rs(store, choice: Choice, new_rows, policy: Policy, now: 
         changes.extend(guard)
     if changes:
         apply_rows(store, changes, choice.chosen, now)
-    return sorted((r for r in rows if r._out), key=lambda r: r.seq)
+    return sorted((r for r in rows if r._out), key=lambda r: r.seq), marks_dead_letters(changes)
+
+
+def marks_dead_letters(changes: List[dict]) -> bool:
+    """Whether plan rows mark a message DEADLETTERING (for the dead-letter move)."""
+    return any(c.get("_op") is not None and c.get("state") == DEADLETTERING for c in changes)
 
 
 def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
