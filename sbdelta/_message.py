@@ -20,7 +20,8 @@ from sbdelta._message_fields import (SYSTEM_STRING_FIELDS, check_body, check_mom
                                      check_part_2, check_properties, check_string,
                                      check_ttl, type_name)
 from sbdelta._size import byte_length, message_size
-from sbdelta.amqp import AmqpMessageBodyType, DataBody
+from sbdelta._amqp_fields import amqp_view, send_fields
+from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType, DataBody
 from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, MessageTypeError
 
 __all__ = [
@@ -162,6 +163,14 @@ class ServiceBusMessage:
     def body_type(self) -> AmqpMessageBodyType:
         """The AMQP body form: always DATA (bytes) in sbdelta."""
         return AmqpMessageBodyType.DATA
+
+    @property
+    def raw_amqp_message(self) -> AmqpAnnotatedMessage:
+        """The message as AMQP sections (:class:`sbdelta.amqp.AmqpAnnotatedMessage`): one DATA
+        section, the header's time to live and delivery count, the properties, and the
+        annotations Service Bus sets (sequence number, enqueued time, lock end, partition key,
+        schedule). A copy: changing it does not change the message."""
+        return amqp_view(self)
 
     @property
     def application_properties(self) -> Optional[Dict[str, Any]]:
@@ -463,9 +472,11 @@ class ServiceBusMessageBatch:
             MessageSizeExceededError: The batch would exceed ``max_size_in_bytes``; the batch is
                 unchanged (send it and start another).
         """
+        if isinstance(message, AmqpAnnotatedMessage):
+            message = ServiceBusMessage(**send_fields(message))
         if not isinstance(message, ServiceBusMessage):
-            raise MessageTypeError(f"a batch holds ServiceBusMessage objects, got "
-                                   f"{type_name(message)}")
+            raise MessageTypeError(f"a batch holds ServiceBusMessage or AmqpAnnotatedMessage "
+                                   f"objects, got {type_name(message)}")
         size = message.size_in_bytes
         if self._size_in_bytes + size > self._max_size_in_bytes:
             raise MessageSizeExceededError(
@@ -488,26 +499,31 @@ class ServiceBusMessageBatch:
 def to_message_list(
     messages: Union[ServiceBusMessage, Iterable[ServiceBusMessage], ServiceBusMessageBatch],
 ) -> List[ServiceBusMessage]:
-    """The messages to send, from one message, a list or tuple of them, or a batch.
+    """The messages to send, from one message, a list or tuple of them, or a batch
+    (an AmqpAnnotatedMessage as the ServiceBusMessage it maps to).
 
     Raises:
         MessageTypeError: For any other argument, or an element that is not a ServiceBusMessage
             (the error names its index). An empty list gives ``[]``.
     """
-    if isinstance(messages, ServiceBusMessage):
-        return [messages]
+    if isinstance(messages, (ServiceBusMessage, AmqpAnnotatedMessage)):
+        messages = [messages]
     if isinstance(messages, ServiceBusMessageBatch):
         return messages.messages
     if not isinstance(messages, (list, tuple)):
         raise MessageTypeError(
-            f"messages has type {type_name(messages)}; allowed: a ServiceBusMessage, a list or "
-            f"tuple of them, or a ServiceBusMessageBatch")
+            f"messages has type {type_name(messages)}; allowed: a ServiceBusMessage or "
+            f"AmqpAnnotatedMessage, a list or tuple of them, or a ServiceBusMessageBatch")
+    out = []
     for index, item in enumerate(messages):
+        if isinstance(item, AmqpAnnotatedMessage):
+            item = ServiceBusMessage(**send_fields(item))
         if not isinstance(item, ServiceBusMessage):
             raise MessageTypeError(
                 f"messages[{index}] has type {type_name(item)}; every element must be a "
-                f"ServiceBusMessage")
-    return list(messages)
+                f"ServiceBusMessage or an AmqpAnnotatedMessage")
+        out.append(item)
+    return out
 
 
 # -- what a receiver records on the messages it hands out (sbdelta/_receiver.py) ---------------

@@ -94,3 +94,49 @@ def test_an_auto_lock_renewer_on_a_session_receiver_keeps_the_session(client, qu
         receiver.complete_message(message)
     renewer.close()
     assert renewer.renewals == 1
+
+
+def test_an_amqp_annotated_message_is_sent_received_and_viewed_as_the_sdk_does(
+        client, queue, clock):
+    """``AmqpAnnotatedMessage`` with a DATA body goes through send, schedule and batches
+    as the message its sections map to; a received message's ``raw_amqp_message`` shows its
+    sections and the annotations Service Bus sets; a SEQUENCE body is refused before
+    anything is written (sbdelta stores bytes)."""
+    from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
+    from sbdelta.exceptions import MessageTypeError
+
+    name = queue(lock_duration=LOCK)
+    sender = client.get_queue_sender(name)
+    amqp = AmqpAnnotatedMessage(
+        data_body=[b"part 1, ", "part 2"], header={"time_to_live": 600_000},
+        properties={"message_id": "m-1", "subject": "greeting", "content_type": "text/plain"},
+        application_properties={"n": 1}, annotations={b"x-opt-partition-key": "k"})
+    sender.send_messages(amqp)
+    batch = sender.create_message_batch()
+    batch.add_message(AmqpAnnotatedMessage(data_body=b"in a batch"))
+    sender.send_messages(batch)
+    [scheduled] = sender.schedule_messages(AmqpAnnotatedMessage(data_body=b"later"),
+                                           clock.now() + timedelta(minutes=5))
+    with pytest.raises(MessageTypeError, match="SEQUENCE body cannot be sent"):
+        sender.send_messages([ServiceBusMessage("not sent either"),
+                              AmqpAnnotatedMessage(sequence_body=[1, 2])])
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    first, second = receiver.receive_messages(10)  # not the scheduled one, not the refused
+    assert (str(first), first.message_id, first.subject, first.content_type,
+            first.partition_key, first.application_properties, first.time_to_live) == (
+        "part 1, part 2", "m-1", "greeting", "text/plain", "k", {"n": 1},
+        timedelta(minutes=10))
+    raw = first.raw_amqp_message
+    assert raw.body_type is AmqpMessageBodyType.DATA
+    assert b"".join(raw.body) == b"part 1, part 2"
+    assert (raw.properties.message_id, raw.header.time_to_live, raw.header.delivery_count) == (
+        "m-1", 600_000, 1)
+    assert raw.annotations[b"x-opt-sequence-number"] == first.sequence_number
+    assert raw.annotations[b"x-opt-enqueued-time"] == int(
+        first.enqueued_time_utc.timestamp() * 1000)
+    assert raw.annotations[b"x-opt-locked-until"] == int(
+        (clock.now() + LOCK).timestamp() * 1000)
+    assert str(second) == "in a batch"
+    receiver.complete_messages([first, second])
+    [later] = receiver.peek_messages(5)
+    assert (later.sequence_number, str(later)) == (scheduled, "later")
