@@ -131,7 +131,8 @@ class ServiceBusSender(Handler):
     def send_messages(self, message: Union[ServiceBusMessage, Sequence[ServiceBusMessage],
                                            ServiceBusMessageBatch], *,
                       timeout: Optional[float] = None) -> None:
-        """Send one message, a list, or a batch, in ONE commit (all or nothing).
+        """Send one message, a list, or a batch, in ONE commit (all or nothing). A message is
+        a ServiceBusMessage or an :class:`sbdelta.amqp.AmqpAnnotatedMessage` with a DATA body.
 
         Raises:
             MessageSizeExceededError: a message is larger than the entity allows.
