@@ -19,6 +19,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
+from sbdelta.exceptions import InvalidMessageError, MessageTypeError
+
 __all__ = ["AmqpAnnotatedMessage", "AmqpMessageBodyType", "AmqpMessageHeader",
            "AmqpMessageProperties", "DataBody"]
 
@@ -51,7 +53,7 @@ class _Section:
     def __init__(self, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(self._FIELDS))
         if unknown:
-            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(unknown)}; "
+            raise MessageTypeError(f"{type(self).__name__} has no field(s) {', '.join(unknown)}; "
                             f"its fields: {', '.join(self._FIELDS)}")
         for name in self._FIELDS:
             setattr(self, name, kwargs.get(name))
@@ -117,7 +119,9 @@ class AmqpAnnotatedMessage:
     """A message by its AMQP sections, as ``azure.servicebus.amqp.AmqpAnnotatedMessage``.
 
     Exactly one of ``data_body`` (str, bytes, or a list of them: its sections),
-    ``sequence_body`` (a list) or ``value_body`` (any value) is given (ValueError otherwise).
+    ``sequence_body`` (a list) or ``value_body`` (any value) is given (InvalidMessageError,
+    a ValueError as in the SDK, otherwise; MessageTypeError, a TypeError, for unknown
+    keywords and sections that are not mappings).
     ``header`` and ``properties`` are mappings (or AmqpMessageHeader / AmqpMessageProperties);
     ``application_properties``, ``annotations``, ``delivery_annotations`` and ``footer`` are
     dicts. sbdelta sends DATA bodies only (see the module doc)."""
@@ -131,10 +135,10 @@ class AmqpAnnotatedMessage:
                  **body: Any) -> None:
         unknown = sorted(set(body) - set(_BODY_KEYWORDS))
         if unknown:
-            raise TypeError(f"AmqpAnnotatedMessage got unexpected keyword argument(s) "
+            raise MessageTypeError(f"AmqpAnnotatedMessage got unexpected keyword argument(s) "
                             f"{', '.join(unknown)}")
         if len(body) != 1:
-            raise ValueError("There should be one and only one of either data_body, "
+            raise InvalidMessageError("There should be one and only one of either data_body, "
                              "sequence_body or value_body being set as the body of the "
                              "AmqpAnnotatedMessage.")
         (keyword, value), = body.items()
@@ -186,7 +190,7 @@ def _section(kind, value: Union[Mapping[str, Any], _Section, None]):
     if value is None or isinstance(value, kind):
         return value
     if not isinstance(value, Mapping):
-        raise TypeError(f"{kind.__name__[len('AmqpMessage'):].lower()} must be a mapping or "
+        raise MessageTypeError(f"{kind.__name__[len('AmqpMessage'):].lower()} must be a mapping or "
                         f"{kind.__name__}, got {type(value).__name__}")
     return kind(**value)
 

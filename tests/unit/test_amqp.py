@@ -27,9 +27,9 @@ def test_a_message_has_exactly_one_body_of_the_three_forms():
     assert (value.body_type, value.body, str(value)) == (
         AmqpMessageBodyType.VALUE, {"k": 1}, "{'k': 1}")
     for kwargs in ({}, {"data_body": b"a", "value_body": 1}):
-        with pytest.raises(ValueError, match="one and only one of either data_body"):
+        with pytest.raises(InvalidMessageError, match="one and only one of either data_body"):
             AmqpAnnotatedMessage(**kwargs)
-    with pytest.raises(TypeError, match="unexpected keyword argument.*bdoy"):
+    with pytest.raises(MessageTypeError, match="unexpected keyword argument.*bdoy"):
         AmqpAnnotatedMessage(bdoy=b"a")
 
 
@@ -44,11 +44,11 @@ def test_header_and_properties_are_dict_like_sections():
     assert dict(m.properties.items())["group_id"] == "s"
     m.header["priority"] = 4
     assert m.header.priority == 4
-    with pytest.raises(TypeError, match="no field.*ttl.*its fields: delivery_count"):
+    with pytest.raises(MessageTypeError, match="no field.*ttl.*its fields: delivery_count"):
         AmqpMessageHeader(ttl=1)
     with pytest.raises(KeyError):
         m.properties["label"]
-    with pytest.raises(TypeError, match="header must be a mapping or AmqpMessageHeader"):
+    with pytest.raises(MessageTypeError, match="header must be a mapping or AmqpMessageHeader"):
         AmqpAnnotatedMessage(data_body=b"x", header=5)
 
 
