@@ -43,6 +43,11 @@ class DataBody(bytes):
     def __iter__(self) -> Iterator[bytes]:
         yield bytes(self)
 
+    def __next__(self) -> bytes:
+        """``next(message.body)``, the SDK's idiom for the first data section: the whole
+        body (sbdelta stores one section). Unlike the SDK's generator it never runs out."""
+        return bytes(self)
+
 
 class _Section:
     """A dict-like record of keyword fields, as the SDK's ``DictMixin`` sections behave:

@@ -76,27 +76,53 @@ def _peek_layer(store, n: int, from_seq: int, p: int, where: str):
         # follow every position: for a copy layer, read them all.
         copies = position_of(from_seq) != from_seq
         start = f if from_seq <= (p << PID_SHIFT) or copies else max(f, from_seq - 1)
-        new, _, counts = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest,
-                                    as_rows=fast)
-        if new is not None and counts:
-            # Bound for the dead-letter queue (a subscription's filter errors): not peeked.
-            rejected = (" AND dead_letter_reason IS NULL"
-                        if not fast and "dead_letter_reason" in new.columns else "")
-            if fast:
-                new = [row for row in new if row["seq"] >= from_seq
-                       and row.get("dead_letter_reason") is None]
-            # Cancelled before registration (TOPIC-6 / schedule.cancel_scheduled): a
-            # tombstone under the key of the message's position hides it (and its copies).
-            rows += query(store, (
-                f"WITH t AS (SELECT k AS _tkey FROM {{M}} WHERE pid = {p} AND kind = '{MSG}' "
-                f"AND state = '{CANCELLED}'), n AS (SELECT *, {key_sql('seq')} AS k, "
-                f"{key_sql('pos')} AS _tk, coalesce(scheduled_enqueue_time, enqueued_time) "
-                f"AS visible_at FROM {{N}} WHERE seq >= {from_seq}{rejected}) "
-                f"SELECT n.* FROM n LEFT JOIN t ON n._tk = t._tkey WHERE t._tkey IS NULL "
-                f"AND kind = '{MSG}' AND ({where}) ORDER BY seq LIMIT {min(n, 2**31 - 1)}"),
-                new, fast=fast) if new else []
+        rows += _peek_inbox(store, n, from_seq, p, start, latest, where, copies, fast)
     rows.sort(key=lambda r: r.seq)
     return rows[:n]
+
+
+def _unregistered_sql(n: int, from_seq: int, p: int, where: str, rejected: str) -> str:
+    """Inbox rows of partition ``p`` ({N}) at or after ``from_seq`` where ``where`` holds,
+    less those a tombstone under their position's key cancelled before registration
+    (TOPIC-6 / schedule.cancel_scheduled: it hides the message and its copies)."""
+    return (
+        f"WITH t AS (SELECT k AS _tkey FROM {{M}} WHERE pid = {p} AND kind = '{MSG}' "
+        f"AND state = '{CANCELLED}'), n AS (SELECT *, {key_sql('seq')} AS k, "
+        f"{key_sql('pos')} AS _tk, coalesce(scheduled_enqueue_time, enqueued_time) "
+        f"AS visible_at FROM {{N}} WHERE seq >= {from_seq}{rejected}) "
+        f"SELECT n.* FROM n LEFT JOIN t ON n._tk = t._tkey WHERE t._tkey IS NULL "
+        f"AND kind = '{MSG}' AND ({where}) ORDER BY seq LIMIT {min(n, 2**31 - 1)}")
+
+
+def _peek_inbox(store, n: int, from_seq: int, p: int, start: int, latest: int, where: str,
+                copies: bool, fast: bool) -> list:
+    """Up to ``n`` inbox rows of partition ``p`` past ``start`` (not registered yet), as
+    :func:`_unregistered_sql` selects them, reading as few commits as it can."""
+    if fast:  # delta-rs reads the rows (counting them is free), DataFusion runs the SQL
+        new, _, _ = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest,
+                                    as_rows=True)
+        # Bound for the dead-letter queue (a subscription's filter errors): not peeked.
+        new = [row for row in new or () if row["seq"] >= from_seq
+               and row.get("dead_letter_reason") is None]
+        return query(store, _unregistered_sql(n, from_seq, p, where, ""), new,
+                     fast=True) if new else []
+    # Spark: one query per window of commits, no separate count: the window widens (x8)
+    # only while the query found fewer than n rows and newer commits exist, so the cost
+    # follows the batch, not the backlog. A copy layer reads every commit at once.
+    lo = start_version(start)
+    if lo > latest:
+        return []
+    window = latest - lo + 1 if copies else 16
+    while True:
+        hi = min(latest, lo + window - 1)
+        new = inbox_range(store, [p], {p: start}, lo, hi)
+        rejected = (" AND dead_letter_reason IS NULL" if "dead_letter_reason" in new.columns
+                    else "")
+        rows = query(store, _unregistered_sql(n, from_seq, p, where, rejected), new,
+                     fast=False)
+        if len(rows) >= n or hi >= latest:
+            return rows
+        window *= 8
 
 
 def by_seq(store, seqs: Sequence[int], where: str = "TRUE") -> Tuple[str, List[int]]:

@@ -76,6 +76,8 @@ def test_body_types(body, expected):
     assert msg.body_type is AmqpMessageBodyType.DATA
     assert list(msg.body) == [expected] and b"".join(msg.body) == expected
     assert type(next(iter(msg.body))) is bytes
+    # next(message.body), the SDK's idiom for the first section of its generator body
+    assert next(msg.body) == expected and type(next(msg.body)) is bytes
 
 
 def test_body_is_copied_from_mutable_buffers():
