@@ -25,6 +25,7 @@ from typing import Optional
 
 from ._clock import Clock, checked_clock, tolerance_of
 from ._spark import LazySpark
+from ._store import local_path
 from .exceptions import ClockSkewError, ServiceBusAuthorizationError, ServiceBusConnectionError
 
 log = logging.getLogger("sbdelta")
@@ -173,7 +174,17 @@ class Namespace:
         return self._fs
 
     def ensure_root(self) -> None:
-        """Create the root folder if missing; raise if the file system refuses."""
+        """Create the root folder if missing; raise if the file system refuses. A local
+        folder is made without a JVM (a client that only sends and receives starts none)."""
+        local = local_path(self.root)
+        if local is not None:
+            try:
+                os.makedirs(local, exist_ok=True)
+            except OSError as exc:
+                _raise_if_refused(exc, f"create namespace {self.root}")
+                raise ServiceBusConnectionError(
+                    f"cannot write to namespace {self.root}: {exc}") from None
+            return
         jvm = self.spark.sparkContext._jvm
         try:
             self.hadoop_fs().mkdirs(jvm.org.apache.hadoop.fs.Path(self.root))

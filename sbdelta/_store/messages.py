@@ -14,8 +14,8 @@ import os
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import (deadletter, expiry, forward, inbox, reads, receive, rs, schedule, sessions,
-               settle)
+from . import (deadletter, expiry, forward, inbox, reads, receive, rs, rs_tables, schedule,
+               sessions, settle)
 from .apply import apply_df, as_ops
 from ..exceptions import MessagingEntityNotFoundError
 from .codec import send_error
@@ -101,8 +101,10 @@ class MessageStore:
 
     def start_at_latest(self, now: datetime) -> int:
         """Set every partition's frontier to the inbox's latest version (a new subscription
-        reads only what its topic gets from now on); returns that version."""
-        version = self.latest_version(self.inbox_path)
+        reads only what its topic gets from now on); returns that version (read by delta-rs
+        on a local inbox: a subscription is made without a JVM)."""
+        version = (rs.version(self.inbox_path) if self.engine.reads(self.inbox_path)
+                   else self.latest_version(self.inbox_path))
         receive.advance_frontiers(self, list(range(self.partitions)), version, now)
         return version
 
@@ -347,11 +349,16 @@ def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: s
                   folder: str) -> None:
     """Create the table at ``path`` if missing, refuse one of an older layout
     (StorageLayoutError), add the columns it lacks. A local table that delta-rs finds complete
-    and portable is left alone without a Spark job (every client that opens an entity asks).
+    and portable is left alone without a Spark job (every client that opens an entity asks);
+    a missing local one is made by delta-rs (:mod:`.rs_tables`), Spark making it only where
+    delta-rs cannot.
     A table removed from an entity in use is not made again (:func:`_refuse_removed`)."""
     if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
         return
     _refuse_removed(spark, path, folder, what)
+    if engine.appends(path) and rs_tables.create(path, columns, properties,
+                                                 partitioned_by="pid"):
+        return  # made by delta-rs (no JVM), or found made by a concurrent creator
     create_table(spark, path, ddl(columns), partitioned_by="pid",
                  properties=tblproperties(properties))
     require_portable(spark, path, what)

@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Tuple
 
 from .._clock import from_spark
 from . import schema
-from . import rs
+from . import rs, rs_tables
 from .engines import Engine, resolve_engine
 from .apply import Clause, MergeSpec, merge_literal
 from .delta import create_table, latest_version, retry, run_guarded
@@ -49,8 +49,11 @@ class Registry:
 
     def ensure(self) -> None:
         if not self._known_to_exist:
-            create_table(self.spark, self.path, schema.ddl(schema.REGISTRY_COLUMNS),
-                         properties=schema.tblproperties(schema.REGISTRY_PROPERTIES))
+            # delta-rs makes a local namespace's registry (no JVM); Spark any other
+            if not (self.engine.appends(self.path) and rs_tables.create(
+                    self.path, schema.REGISTRY_COLUMNS, schema.REGISTRY_PROPERTIES)):
+                create_table(self.spark, self.path, schema.ddl(schema.REGISTRY_COLUMNS),
+                             properties=schema.tblproperties(schema.REGISTRY_PROPERTIES))
             self._known_to_exist = True
 
     def exists(self) -> bool:

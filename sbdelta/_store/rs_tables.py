@@ -1,0 +1,64 @@
+"""Creating sbdelta's tables through delta-rs (``deltalake``), without a JVM: what Spark's
+``CREATE TABLE IF NOT EXISTS`` makes of them (:func:`.delta.create_table`), on a local
+namespace.
+
+The schema is the same list of (name, SQL type) pairs Spark's DDL is written from, every
+column nullable as Spark makes them; the partition column and the table properties (the
+change feed on the inbox, deletion vectors and row tracking off: :mod:`.schema`) are the
+same, so a table made here is the table Spark would have made, readable and writable by both
+engines (``tests/store/test_table_features.py``). A concurrent creator (another process, of
+either engine) winning version 0 is fine: both commit it with an atomic create-if-absent, and
+the loser finds the winner's table.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Dict, Optional, Sequence, Tuple
+
+from . import rs
+
+log = logging.getLogger("sbdelta")
+
+#: How a SQL type of sbdelta's schemas is declared in Arrow (delta-rs maps it to Delta's).
+_ARROW = {"STRING": "string", "BIGINT": "int64", "INT": "int32", "BOOLEAN": "bool_",
+          "BINARY": "binary"}
+
+
+def arrow_schema(columns: Sequence[Tuple[str, str]]):
+    """The Arrow schema of ``columns`` ((name, SQL type) pairs; timestamps as UTC micros)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, pa.timestamp("us", tz="UTC") if kind == "TIMESTAMP"
+                                else getattr(pa, _ARROW[kind])())
+                      for name, kind in columns])
+
+
+def configuration(properties: Dict[str, str]) -> Dict[str, str]:
+    """``properties`` as delta-rs takes them: ``delta.enableRowTracking=false`` left out
+    (delta-rs 1.6 cannot parse that property, and never turns row tracking on: the table has
+    none either way, as the property asks)."""
+    return {k: v for k, v in properties.items()
+            if not (k == "delta.enableRowTracking" and v.lower() == "false")}
+
+
+def create(path: str, columns: Sequence[Tuple[str, str]], properties: Dict[str, str], *,
+           partitioned_by: Optional[str] = None) -> bool:
+    """Make the local table ``path`` with ``columns``, ``properties`` and ``partitioned_by``
+    unless a table is there. True when a table with every column is there afterwards (made
+    here or by a concurrent creator); False when delta-rs could not make it (a remote path,
+    ``deltalake`` missing, a folder that is not a Delta table, any error): the caller then
+    asks Spark, which raises what it must."""
+    local = rs.local_table(path)
+    if local is None:
+        return False
+    names = [name for name, _ in columns]
+    try:
+        from deltalake import DeltaTable
+
+        DeltaTable.create(local, arrow_schema(columns), mode="ignore",
+                          partition_by=[partitioned_by] if partitioned_by else None,
+                          configuration=configuration(properties))
+    except Exception as exc:  # noqa: BLE001 - a concurrent creator, or Spark decides
+        log.debug("delta-rs create of %s failed: %s", path, exc)
+    return rs.table_ready(path, names, ())
