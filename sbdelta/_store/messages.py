@@ -356,8 +356,8 @@ def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: s
     if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
         return
     _refuse_removed(spark, path, folder, what)
-    if engine.appends(path) and rs_tables.create(path, columns, properties,
-                                                 partitioned_by="pid"):
+    if (engine.appends(path) and _latest_version(spark, path) < 0
+            and rs_tables.create(path, columns, properties, partitioned_by="pid")):
         return  # made by delta-rs (no JVM), or found made by a concurrent creator
     create_table(spark, path, ddl(columns), partitioned_by="pid",
                  properties=tblproperties(properties))
