@@ -137,3 +137,88 @@ def test_the_registry_reads_the_same_through_delta_rs_and_through_spark(spark, t
     assert [row.name for row in fast[1]] == ["s"]
     assert fast[2].properties["max_delivery_count"] == 3
     assert fast[2].created_at.tzinfo is not None
+
+
+#: An administration client in a process of its own makes a namespace's entities, then says
+#: whether this process started a JVM.
+_MAKE_WITHOUT_SPARK = """
+import json, sys
+from pyspark import SparkContext
+from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter
+admin = ServiceBusAdministrationClient(sys.argv[1])
+admin.create_queue("q", enable_partitioning=True, requires_duplicate_detection=True)
+admin.create_topic("t")
+admin.create_subscription("t", "s")
+admin.create_rule("t", "s", "odd", filter=SqlRuleFilter("n % 2 = 1"))
+print(json.dumps({"jvm": SparkContext._gateway is not None}))
+"""
+
+
+def _tables(spark, ns):
+    """(kind, table) -> path of the registry and every table of queue q, topic t and its
+    subscription s."""
+    from sbdelta._names import EntityRef
+
+    resolver = EntityResolver(Namespace(ns, spark=spark))
+    queue = resolver.queue("q").store
+    topic = resolver.resolve(EntityRef.topic_of("t")).store
+    sub = resolver.resolve(EntityRef.subscription("t", "s")).store
+    return {"registry": Namespace(ns, spark=spark).registry.path,
+            "queue inbox": queue.inbox_path, "queue messages": queue.messages_path,
+            "queue deadletter": queue.dead_letter_store().messages_path,
+            "topic inbox": sub.inbox_path, "topic messages": topic.messages_path,
+            "subscription messages": sub.messages_path,
+            "subscription deadletter": sub.dead_letter_store().messages_path}
+
+
+def test_send_3_entities_made_by_delta_rs_without_a_jvm_are_the_tables_spark_makes(
+        spark, tmp_path, clock):
+    """Issue 16: on a local namespace the administration client makes the namespace folder,
+    the registry and every entity table through delta-rs: a process that creates a queue, a
+    topic, a subscription and a rule starts no JVM. Each table has the schema, partition
+    column and properties Spark's CREATE TABLE gives the same entity (row tracking left out of
+    the properties: delta-rs never turns it on), no feature delta-rs cannot write, and Spark
+    sends, receives and settles on them as on its own (the change feed of the inbox too)."""
+    import json
+
+    from ..conftest import run_python
+
+    made = str(tmp_path / "rs")
+    proc = run_python("-c", _MAKE_WITHOUT_SPARK, made)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1]) == {"jvm": False}
+
+    reference = str(tmp_path / "spark")
+    admin = ServiceBusAdministrationClient(reference, spark=spark, clock=clock, engine="spark")
+    admin.create_queue("q", enable_partitioning=True, requires_duplicate_detection=True)
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
+    ours, theirs = _tables(spark, made), _tables(spark, reference)
+    for name in ours:
+        mine = spark.sql(f"DESCRIBE DETAIL delta.`{ours[name]}`").first()
+        spark_made = spark.sql(f"DESCRIBE DETAIL delta.`{theirs[name]}`").first()
+        assert spark.read.format("delta").load(ours[name]).schema == \
+            spark.read.format("delta").load(theirs[name]).schema, name
+        assert mine.partitionColumns == spark_made.partitionColumns, name
+        expected = {k: v for k, v in spark_made.properties.items()
+                    if k != "delta.enableRowTracking"}
+        assert mine.properties == expected, name
+        features = set(deltalake.DeltaTable(_local(ours[name])).protocol().writer_features
+                       or ())
+        assert not features & {"rowTracking", "domainMetadata", "deletionVectors"}, name
+
+    with ServiceBusClient(made, spark=spark, clock=clock, engine="spark") as client:
+        client.get_queue_sender("q").send_messages(
+            [ServiceBusMessage("a", message_id="x"), ServiceBusMessage("b", message_id="x")])
+        client.get_topic_sender("t").send_messages(
+            [ServiceBusMessage(str(n), application_properties={"n": n}) for n in range(4)])
+        receiver = client.get_queue_receiver("q", max_wait_time=0)
+        got = receiver.receive_messages(10)
+        assert [str(m) for m in got] == ["a"]  # the duplicate dropped (SEND-6)
+        receiver.complete_messages(got)
+        sub = client.get_subscription_receiver("t", "s", max_wait_time=0)
+        got = sub.receive_messages(10)
+        assert sorted(str(m) for m in got) == ["0", "1", "2", "3"]  # $Default and "odd"
+        sub.complete_messages(got)
+        assert receiver.peek_messages(10) == [] and sub.peek_messages(10) == []
