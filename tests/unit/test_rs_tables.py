@@ -1,0 +1,37 @@
+"""Tables made by delta-rs (``sbdelta/_store/rs_tables.py``): no Spark here; that Spark reads
+and writes them as its own is tests/store/test_table_features.py's."""
+
+import deltalake
+import pyarrow as pa
+
+from sbdelta._store import rs_tables
+from sbdelta._store.layout import INBOX_COLUMNS, INBOX_PROPERTIES
+
+
+def test_row_tracking_off_is_left_out_and_everything_else_kept():
+    assert rs_tables.configuration(INBOX_PROPERTIES) == {
+        k: v for k, v in INBOX_PROPERTIES.items() if k != "delta.enableRowTracking"}
+    # Only the "off" form is dropped: anything else reaches delta-rs, which refuses it.
+    on = {"delta.enableRowTracking": "true"}
+    assert rs_tables.configuration(on) == on
+
+
+def test_arrow_schema_holds_every_column_nullable_with_utc_timestamps():
+    schema = rs_tables.arrow_schema(INBOX_COLUMNS)
+    assert schema.names == [name for name, _ in INBOX_COLUMNS]
+    assert all(field.nullable for field in schema)
+    assert schema.field("enqueued_time").type == pa.timestamp("us", tz="UTC")
+    assert schema.field("body").type == pa.binary() and schema.field("pid").type == pa.int32()
+
+
+def test_a_missing_table_is_made_once_and_a_remote_one_is_left_to_spark(tmp_path):
+    path = str(tmp_path / "inbox")
+    assert rs_tables.create(path, INBOX_COLUMNS, INBOX_PROPERTIES, partitioned_by="pid")
+    table = deltalake.DeltaTable(path)
+    assert (table.version(), table.metadata().partition_columns) == (0, ["pid"])
+    assert table.metadata().configuration["delta.enableChangeDataFeed"] == "true"
+    # Made again (a second creator): the table is there, nothing is committed.
+    assert rs_tables.create(path, INBOX_COLUMNS, INBOX_PROPERTIES, partitioned_by="pid")
+    assert deltalake.DeltaTable(path).version() == 0
+    assert not rs_tables.create("abfss://c@a.dfs.core.windows.net/ns/inbox", INBOX_COLUMNS,
+                                INBOX_PROPERTIES, partitioned_by="pid")
