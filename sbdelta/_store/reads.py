@@ -100,7 +100,7 @@ def _peek_inbox(store, n: int, from_seq: int, p: int, start: int, latest: int, w
     :func:`_unregistered_sql` selects them, reading as few commits as it can."""
     if fast:  # delta-rs reads the rows (counting them is free), DataFusion runs the SQL
         new, _, _ = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest,
-                                    as_rows=True)
+                               as_rows=True)
         # Bound for the dead-letter queue (a subscription's filter errors): not peeked.
         new = [row for row in new or () if row["seq"] >= from_seq
                and row.get("dead_letter_reason") is None]

@@ -39,6 +39,7 @@ from .datafusion import translate
 from .guards import GuardTripped
 from .literals import local_path, sql_literal
 from .layout import LOG_FILE
+from .schema import arrow_type
 
 log = logging.getLogger("sbdelta")
 
@@ -481,9 +482,6 @@ def _version_of(local: str, token: str, before: int) -> int:
         version += 1
 
 
-# How a Delta column type of sbdelta's schemas is held in Arrow (delta-rs's source rows).
-_ARROW_TYPES = {"STRING": "string", "BIGINT": "int64", "INT": "int32", "BOOLEAN": "bool_",
-                "BINARY": "binary"}
 _SOURCE_COLUMN = re.compile(r"\bs\.(\w+)")
 
 
@@ -510,9 +508,8 @@ def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, st
         return  # nothing to change: no commit
     with _writing(path) as (_, table):
         target = pa.schema(table.schema().to_arrow())
-        fields = [target.field(name) if name in target.names else pa.field(
-            name, pa.timestamp("us", tz="UTC") if kind == "TIMESTAMP"
-            else getattr(pa, _ARROW_TYPES[kind])()) for name, kind in columns]
+        fields = [target.field(name) if name in target.names
+                  else pa.field(name, arrow_type(kind)) for name, kind in columns]
         source = pa.Table.from_pylist(
             [{name: _arrow_value(row.get(name, "STALE" if name == "_guard" else None))
               for name, _ in columns} for row in rows], schema=pa.schema(fields))

@@ -17,21 +17,16 @@ import logging
 from typing import Dict, Optional, Sequence, Tuple
 
 from . import rs
+from .schema import arrow_type
 
 log = logging.getLogger("sbdelta")
 
-#: How a SQL type of sbdelta's schemas is declared in Arrow (delta-rs maps it to Delta's).
-_ARROW = {"STRING": "string", "BIGINT": "int64", "INT": "int32", "BOOLEAN": "bool_",
-          "BINARY": "binary"}
-
 
 def arrow_schema(columns: Sequence[Tuple[str, str]]):
-    """The Arrow schema of ``columns`` ((name, SQL type) pairs; timestamps as UTC micros)."""
+    """The Arrow schema of ``columns`` ((name, SQL type) pairs; :func:`.schema.arrow_type`)."""
     import pyarrow as pa
 
-    return pa.schema([pa.field(name, pa.timestamp("us", tz="UTC") if kind == "TIMESTAMP"
-                                else getattr(pa, _ARROW[kind])())
-                      for name, kind in columns])
+    return pa.schema([pa.field(name, arrow_type(kind)) for name, kind in columns])
 
 
 def configuration(properties: Dict[str, str]) -> Dict[str, str]:

@@ -51,5 +51,20 @@ def ddl(columns) -> str:
     return ", ".join(f"{name} {kind}" for name, kind in columns)
 
 
+#: How a SQL type of sbdelta's schemas is held in Arrow (delta-rs's rows and schemas).
+_ARROW_TYPES = {"STRING": "string", "BIGINT": "int64", "INT": "int32", "BOOLEAN": "bool_",
+                "BINARY": "binary"}
+
+
+def arrow_type(kind: str):
+    """The Arrow type of a column of SQL type ``kind`` (a TIMESTAMP: UTC microseconds, the
+    type Delta's ``timestamp`` is)."""
+    import pyarrow as pa
+
+    if kind == "TIMESTAMP":
+        return pa.timestamp("us", tz="UTC")
+    return getattr(pa, _ARROW_TYPES[kind])()
+
+
 def tblproperties(props) -> str:
     return ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
