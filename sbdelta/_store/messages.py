@@ -355,8 +355,8 @@ def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: s
     A table removed from an entity in use is not made again (:func:`_refuse_removed`)."""
     if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
         return
-    _refuse_removed(spark, path, folder, what)
-    if (engine.appends(path) and _latest_version(spark, path) < 0
+    there = _refuse_removed(spark, path, folder, what)
+    if (engine.appends(path) and not there
             and rs_tables.create(path, columns, properties, partitioned_by="pid")):
         return  # made by delta-rs (no JVM), or found made by a concurrent creator
     create_table(spark, path, ddl(columns), partitioned_by="pid",
@@ -388,7 +388,7 @@ def _mark_made(folder: str) -> None:
         pass
 
 
-def _refuse_removed(spark, path: str, folder: str, what: str) -> None:
+def _refuse_removed(spark, path: str, folder: str, what: str) -> bool:
     """Refuse to create the missing table ``path`` of the entity at ``folder`` when its tables
     were all made once (:data:`MADE_MARK`) or the entity was in use: another of its tables has
     a commit after its creation, or a client recorded activity on it (``_activity``, written
@@ -397,20 +397,21 @@ def _refuse_removed(spark, path: str, folder: str, what: str) -> None:
     faults"); making it again, empty, would lose its messages without a word and number new
     ones from version 0 again, behind the frontiers receivers keep. A registered entity whose
     tables were never all made (its creator stopped half way) has none of these signs, and its
-    tables are made as before.
+    tables are made as before. Returns whether a table is at ``path`` (one listing of its
+    log, read once for the caller too).
 
     Raises:
         MessagingEntityNotFoundError: the table was removed; restore it or recreate the entity.
     """
     if _latest_version(spark, path) >= 0:
-        return  # there (an older layout, or one delta-rs cannot read): not removed
+        return True  # there (an older layout, or one delta-rs cannot read): not removed
     used = [name for name in _TABLES if f"{folder}/{name}" != path
             and _latest_version(spark, f"{folder}/{name}") >= 1]
     local = local_path(folder)
     active = local is not None and bool(_listing(os.path.join(local, "_activity")))
     made = local is not None and os.path.exists(os.path.join(local, MADE_MARK))
     if not used and not active and not made:
-        return
+        return False
     why = (f"its {' and '.join(used)} table{'s' if len(used) > 1 else ''} "
            f"{'have' if len(used) > 1 else 'has'} commits" if used
            else "clients recorded activity on it" if active
