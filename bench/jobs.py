@@ -19,6 +19,8 @@ def count_jobs(spark, action: Callable[[], object]) -> int:
     tracker = spark.sparkContext.statusTracker()
 
     def newest() -> int:
+        # The tracker is fed by the listener bus, behind the scheduler: drain it first.
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
         return max([-1] + list(tracker.getJobIdsForGroup(None)))
 
     before = newest()

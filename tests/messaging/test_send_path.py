@@ -162,6 +162,9 @@ def spark_jobs(spark, action):
         jobs = sorted(set(tracker.getJobIdsForGroup("sbdelta-count")) - before)
     finally:
         spark.sparkContext.setJobGroup(None, None)
+    # The status tracker is fed by the listener bus, which runs behind the scheduler: a job can
+    # be listed before its stage's submission is processed. Wait until the bus is drained.
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     stages = [min(tracker.getJobInfo(job).stageIds) for job in jobs]
     return result, [tracker.getStageInfo(stage).name for stage in stages]
 
