@@ -196,16 +196,17 @@ def test_send_3_entities_made_by_delta_rs_without_a_jvm_are_the_tables_spark_mak
     admin.create_subscription("t", "s")
     ours, theirs = _tables(spark, made), _tables(spark, reference)
     for name in ours:
-        mine = spark.sql(f"DESCRIBE DETAIL delta.`{ours[name]}`").first()
-        spark_made = spark.sql(f"DESCRIBE DETAIL delta.`{theirs[name]}`").first()
-        assert spark.read.format("delta").load(ours[name]).schema == \
-            spark.read.format("delta").load(theirs[name]).schema, name
-        assert mine.partitionColumns == spark_made.partitionColumns, name
-        expected = {k: v for k, v in spark_made.properties.items()
+        # Both tables' logs, read by delta-rs (what Spark's DESCRIBE DETAIL reports too).
+        mine = deltalake.DeltaTable(_local(ours[name]))
+        spark_made = deltalake.DeltaTable(_local(theirs[name]))
+        assert json.loads(mine.schema().to_json()) == \
+            json.loads(spark_made.schema().to_json()), name
+        assert mine.metadata().partition_columns == spark_made.metadata().partition_columns, \
+            name
+        expected = {k: v for k, v in spark_made.metadata().configuration.items()
                     if k != "delta.enableRowTracking"}
-        assert mine.properties == expected, name
-        features = set(deltalake.DeltaTable(_local(ours[name])).protocol().writer_features
-                       or ())
+        assert mine.metadata().configuration == expected, name
+        features = set(mine.protocol().writer_features or ())
         assert not features & {"rowTracking", "domainMetadata", "deletionVectors"}, name
 
     with ServiceBusClient(made, spark=spark, clock=clock, engine="spark") as client:
