@@ -78,11 +78,10 @@ class ServiceBusReceiver(Handler):
         return self._session
 
     def close(self) -> None:
-        """Release the session lock, if this is a session receiver holding one: the session
-        and its unsettled messages are free for the next session receiver at once. A receive
-        waiting for messages (in another thread) returns what it has, an empty list, and the
-        receiver's iterator stops; until the receiver is entered again (``with``) its
-        receives look once and do not wait."""
+        """Release the session lock, if held: the session and its unsettled messages are
+        free for the next session receiver at once. A receive waiting (in another thread)
+        returns an empty list and the iterator stops; until the receiver is entered again
+        (``with``) its receives look once and do not wait."""
         self._closing = True
         if self._session is not None:
             release_session(self._session)
@@ -108,6 +107,13 @@ class ServiceBusReceiver(Handler):
             if not batch:
                 return
             yield from batch
+
+    def __next__(self) -> ServiceBusReceivedMessage:
+        """``next(receiver)`` as in the SDK: one message received now; StopIteration when
+        none arrived within ``max_wait_time`` or the receiver is closing."""
+        for message in [] if self._closing else self.receive_messages(max_message_count=1):
+            return message
+        raise StopIteration
 
     # -- plumbing ------------------------------------------------------------------------------
     def _entity(self) -> Entity:

@@ -414,6 +414,21 @@ def test_iteration_with_max_wait_time_0_stops_when_the_queue_is_empty(client, qu
     assert seen == ["0", "1", "2"]
 
 
+def test_next_on_a_receiver_gives_one_message_then_stops_as_the_sdk_does(client, queue):
+    """``next(receiver)`` (the SDK's ``ServiceBusReceiver.__next__``): one message per call,
+    locked in PeekLock; StopIteration once none arrives within ``max_wait_time``."""
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(2)])
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    first = next(receiver)
+    assert str(first) == "0" and first.lock_token and first.delivery_count == 1
+    receiver.complete_message(first)
+    assert str(next(receiver)) == "1"
+    with pytest.raises(StopIteration):
+        next(receiver)
+    assert [str(m) for m in receiver.peek_messages(5)] == ["1"]  # locked, not settled
+
+
 # -- the Spark forms ------------------------------------------------------------------------
 def _version(spark, path):
     return spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0].version
