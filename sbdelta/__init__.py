@@ -9,6 +9,7 @@ from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMess
                        ServiceBusMessageState, ServiceBusReceivedMessage, ServiceBusReceiveMode,
                        ServiceBusSessionFilter, ServiceBusSubQueue)
 from ._client import ServiceBusClient
+from ._options import ServiceBusConnectionStringProperties, TransportType, parse_connection_string
 from ._receiver import ServiceBusReceiver
 from ._session import ServiceBusSession, ServiceBusSessionGroup
 from ._sender import ServiceBusSender
@@ -50,6 +51,9 @@ __all__ = [
     "AutoLockRenewer",
     "PairedNamespaceOptions",
     "resubmit_dead_letters",
+    "TransportType",
+    "parse_connection_string",
+    "ServiceBusConnectionStringProperties",
     # management
     "ServiceBusAdministrationClient",
     "QueueProperties",

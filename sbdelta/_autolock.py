@@ -189,10 +189,11 @@ class AutoLockRenewer:
         if callback is not None:
             callback(task.message, error)
 
-    def close(self) -> None:
-        """Stop renewing (locks then run out normally)."""
+    def close(self, wait: bool = True) -> None:
+        """Stop renewing (locks then run out normally). ``wait`` (as in the SDK): block until
+        the renewing thread has finished its current renewal and stopped (at most 30 s)."""
         self._stop.set()
-        if self._thread is not None:
+        if wait and self._thread is not None:
             self._thread.join(timeout=30)
 
 

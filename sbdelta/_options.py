@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, Dict, Optional
 
 from ._store import DEFAULT_RETRY, RetryPolicy
 from .exceptions import ConfigurationError
 
-__all__ = ["ConnectionString", "parse_connection_string", "retry_policy_from", "NO_EFFECT",
-           "RETRY_OPTIONS"]
+__all__ = ["ServiceBusConnectionStringProperties", "parse_connection_string",
+           "retry_policy_from", "NO_EFFECT", "RETRY_OPTIONS", "TransportType"]
+
+
+class TransportType(Enum):
+    """The SDK's transport protocols (``transport_type=``). Accepted, with no effect: sbdelta
+    makes no network connection, it reads and writes Delta tables."""
+
+    Amqp = 1
+    AmqpOverWebsocket = 2
 
 #: azure-servicebus keyword options that sbdelta accepts and ignores: they configure an AMQP or
 #: HTTP connection, and sbdelta reads and writes Delta tables instead.
@@ -38,16 +47,30 @@ _SAS_PARTS = ("sharedaccesskeyname", "sharedaccesskey", "sharedaccesssignature",
 
 
 @dataclass(frozen=True)
-class ConnectionString:
-    """A parsed connection string: the namespace location and the entity it is limited to."""
+class ServiceBusConnectionStringProperties:
+    """A parsed connection string (as the SDK's ``ServiceBusConnectionStringProperties``).
 
-    namespace: str
+    ``fully_qualified_namespace`` and ``endpoint`` are both the namespace location (a folder
+    path or Hadoop URI: what a client takes as its namespace); ``entity_path`` the entity a
+    client is limited to; the shared-access parts as given (they have no effect).
+    """
+
+    fully_qualified_namespace: str
+    endpoint: str
     entity_path: Optional[str] = None
+    shared_access_signature: Optional[str] = None
+    shared_access_key_name: Optional[str] = None
+    shared_access_key: Optional[str] = None
+
+    @property
+    def namespace(self) -> str:
+        """The namespace location (``fully_qualified_namespace``)."""
+        return self.fully_qualified_namespace
 
 
-def parse_connection_string(conn_str: Any) -> ConnectionString:
+def parse_connection_string(conn_str: Any) -> ServiceBusConnectionStringProperties:
     """Parse ``Endpoint=...;[SharedAccessKeyName=...;SharedAccessKey=...;][EntityPath=...]``
-    (keys in any case, in any order).
+    (keys in any case, in any order), as the SDK's ``parse_connection_string``.
 
     Raises:
         ConfigurationError: Blank or malformed, no ``Endpoint``, an unknown part, or an
@@ -85,8 +108,13 @@ def parse_connection_string(conn_str: Any) -> ConnectionString:
             f"Endpoint={endpoint} addresses an Azure Service Bus namespace; sbdelta's namespaces "
             "are storage locations: give Endpoint=<folder path or Hadoop URI> (file:/, abfss://, "
             "s3a://, gs://, dbfs:/)")
-    entity = parts.get("entitypath") or None
-    return ConnectionString(os.path.expanduser(endpoint), entity)
+    location = os.path.expanduser(endpoint)
+    return ServiceBusConnectionStringProperties(
+        fully_qualified_namespace=location, endpoint=location,
+        entity_path=parts.get("entitypath") or None,
+        shared_access_signature=parts.get("sharedaccesssignature") or None,
+        shared_access_key_name=parts.get("sharedaccesskeyname") or None,
+        shared_access_key=parts.get("sharedaccesskey") or None)
 
 
 def _number(value: Any, name: str, *, minimum: float, integer: bool = False,

@@ -15,6 +15,7 @@ from typing import Any, Callable, ClassVar, Dict, FrozenSet, Mapping, Optional, 
 
 from sbdelta._durations import format_duration, parse_duration
 from sbdelta._names import entity_key, validate_entity_name, validate_entity_path
+from sbdelta._sdk_models import CaseInsensitiveEnum, EntityAvailabilityStatus
 from sbdelta.exceptions import ImmutablePropertyError, InvalidEntityNameError, InvalidPropertyError
 
 _KW = sys.version_info >= (3, 10)
@@ -30,16 +31,6 @@ Validator = Callable[[str, Any], Any]
 MAX_SQL_LENGTH = 1024
 MAX_USER_METADATA = 1024
 INT32_MAX = 2**31 - 1
-
-
-class CaseInsensitiveEnum(str, Enum):
-    """A str enum whose members are also found by value or name in any letter case (as the
-    SDK's ``CaseInsensitiveEnumMeta`` enums)."""
-
-    @classmethod
-    def _missing_(cls, value: object):
-        wanted = value.strip().lower() if isinstance(value, str) else None
-        return next((m for m in cls if wanted in (m.value.lower(), m.name.lower())), None)
 
 
 class EntityStatus(CaseInsensitiveEnum):
@@ -115,6 +106,20 @@ def _text(max_len: Optional[int] = None) -> Validator:
             raise _fail(name, value, allowed)
         return value
     return check
+
+
+def _not_kept(name: str, value: Any) -> None:
+    """``authorization_rules`` (a list of AuthorizationRule) and a topic's ``size_in_bytes``
+    (a count): accepted as the SDK takes them, not kept (access control is the storage's;
+    sizes are runtime properties)."""
+    if name == "authorization_rules":
+        if value is not None and not isinstance(value, (list, tuple)):
+            raise _fail(name, value, "a list of AuthorizationRule, or None (accepted, not kept: "
+                        "access control is the storage's)")
+    elif value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                or value < 0):
+        raise _fail(name, value, "a number of bytes >= 0, or None (accepted, not kept)")
+    return None
 
 
 def _timestamp(name: str, value: Any) -> Optional[datetime]:
@@ -303,6 +308,8 @@ _COMMON: Dict[str, Validator] = {
     "enable_batched_operations": _bool, "status": _status, "user_metadata": _text(1024),
     "created_at_utc": _timestamp, "updated_at_utc": _timestamp, "accessed_at_utc": _timestamp,
 }
+# The SDK's options of queues and topics that have no effect in sbdelta (kept or not, above).
+_NO_EFFECT: Dict[str, Validator] = {"enable_express": _bool, "authorization_rules": _not_kept}
 _RECEIVING: Dict[str, Validator] = {
     "lock_duration": _duration("a duration longer than 0 and at most PT5M (5 minutes)",
                                high=timedelta(minutes=5), unlimited=False),
@@ -349,6 +356,11 @@ class _Properties:
 
     def _check_consistency(self) -> None:
         """Cross-field checks; subclasses override."""
+
+    @property
+    def availability_status(self) -> EntityAvailabilityStatus:
+        """As the SDK's: an entity whose tables exist is always available."""
+        return EntityAvailabilityStatus.AVAILABLE
 
     def describe(self) -> str:
         """Return the entity kind and path, for example ``"queue 'orders'"``."""
@@ -409,6 +421,9 @@ class QueueProperties(_Properties):
     auto_delete_on_idle >= 5 min; duplicate_detection_history_time_window 20 s..7 days;
     max_size_in_megabytes >= 1; max_message_size_in_kilobytes 1..102400; user_metadata <= 1024
     characters; forward targets are entity paths ("" means None) other than the queue itself.
+    ``enable_express`` is kept and has no effect (every message is in Delta before its send
+    returns); ``authorization_rules`` are accepted and not kept (access control is the
+    storage's).
     """
 
     name: str
@@ -430,11 +445,14 @@ class QueueProperties(_Properties):
     enable_batched_operations: bool = True
     status: EntityStatus = EntityStatus.ACTIVE
     user_metadata: Optional[str] = None
+    enable_express: bool = False
+    authorization_rules: Optional[list] = None
     created_at_utc: Optional[datetime] = None
     updated_at_utc: Optional[datetime] = None
     accessed_at_utc: Optional[datetime] = None
 
-    _VALIDATORS: ClassVar = {"name": _path("queue"), **_COMMON, **_RECEIVING, **_SENDING}
+    _VALIDATORS: ClassVar = {"name": _path("queue"), **_COMMON, **_RECEIVING, **_SENDING,
+                             **_NO_EFFECT}
     _KIND: ClassVar[str] = "queue"
     FIXED_AT_CREATION: ClassVar = frozenset({"enable_partitioning", "requires_session"})
 
@@ -449,7 +467,10 @@ class QueueProperties(_Properties):
 class TopicProperties(_Properties):
     """A topic's settings (as ``azure.servicebus.management.TopicProperties``).
 
-    Bounds as in :class:`QueueProperties` for the fields they share.
+    Bounds as in :class:`QueueProperties` for the fields they share. ``support_ordering``
+    and ``filtering_messages_before_publishing`` are kept and have no effect (messages are
+    always delivered in sequence order per partition; rules run at receive); ``size_in_bytes``
+    is accepted and not kept (a runtime property: ``get_topic_runtime_properties``).
     """
 
     name: str
@@ -465,11 +486,19 @@ class TopicProperties(_Properties):
     enable_batched_operations: bool = True
     status: EntityStatus = EntityStatus.ACTIVE
     user_metadata: Optional[str] = None
+    enable_express: bool = False
+    authorization_rules: Optional[list] = None
+    support_ordering: bool = True
+    filtering_messages_before_publishing: bool = False
+    size_in_bytes: Optional[int] = None
     created_at_utc: Optional[datetime] = None
     updated_at_utc: Optional[datetime] = None
     accessed_at_utc: Optional[datetime] = None
 
-    _VALIDATORS: ClassVar = {"name": _path("topic"), **_COMMON, **_SENDING}
+    _VALIDATORS: ClassVar = {"name": _path("topic"), **_COMMON, **_SENDING, **_NO_EFFECT,
+                             "support_ordering": _bool,
+                             "filtering_messages_before_publishing": _bool,
+                             "size_in_bytes": _not_kept}
     _KIND: ClassVar[str] = "topic"
     FIXED_AT_CREATION: ClassVar = frozenset({"enable_partitioning"})
 

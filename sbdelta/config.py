@@ -93,7 +93,8 @@ class NamespaceConfig:
 # --- PascalCase property names, derived from the dataclass fields --------------------------------
 
 _NOT_CONFIGURABLE = {"name", "topic_name", "subscription_name", "created_at_utc",
-                     "updated_at_utc", "accessed_at_utc"}
+                     "updated_at_utc", "accessed_at_utc",
+                     "authorization_rules", "size_in_bytes"}  # the SDK's, not kept
 
 
 def _pascal(snake: str) -> str:

@@ -4,6 +4,8 @@ from ._apply import ApplyReport
 from ._client import (QueueRuntimeProperties, ServiceBusAdministrationClient,
                       SubscriptionRuntimeProperties, TopicRuntimeProperties)
 from ._namespace_properties import ApiVersion, MessagingSku, NamespaceProperties, NamespaceType
+from .._sdk_models import (AccessRights, AuthorizationRule, EntityAvailabilityStatus,
+                           MessageCountDetails)
 from .._properties import (CorrelationRuleFilter, EntityStatus, FalseRuleFilter, QueueProperties,
                           RuleProperties, SqlRuleAction, SqlRuleFilter, SubscriptionProperties,
                           TopicProperties, TrueRuleFilter)
@@ -26,6 +28,10 @@ __all__ = [
     "SubscriptionProperties",
     "RuleProperties",
     "EntityStatus",
+    "EntityAvailabilityStatus",
+    "AuthorizationRule",
+    "AccessRights",
+    "MessageCountDetails",
     # rule filters and actions
     "TrueRuleFilter",
     "FalseRuleFilter",

@@ -1,6 +1,6 @@
 """An azure-servicebus 7.x program runs after changing its imports and its connection string
 (issue 17): clients from connection strings (EntityPath honoured), the SDK's keyword options on
-clients, senders and receivers, ``auto_lock_renewer`` on receivers (messages, and a session
+clients, senders and receivers and on ``create_queue``, ``auto_lock_renewer`` on receivers (messages, and a session
 receiver's session). Time is a ManualClock."""
 
 import time
@@ -11,7 +11,8 @@ import pytest
 from sbdelta import (AutoLockRenewer, ServiceBusClient, ServiceBusMessage,
                      ServiceBusReceiveMode)
 from sbdelta.exceptions import AutoLockRenewTimeout, ServiceBusInvalidOperationError
-from sbdelta.management import ServiceBusAdministrationClient
+from sbdelta.management import (AccessRights, AuthorizationRule, EntityAvailabilityStatus,
+                                ServiceBusAdministrationClient)
 
 LOCK = timedelta(seconds=30)
 
@@ -32,7 +33,13 @@ def test_an_sdk_program_runs_on_a_connection_string_with_its_keyword_options(spa
     admin = ServiceBusAdministrationClient.from_connection_string(
         f"Endpoint={ns};{sas}", spark=spark, clock=clock, api_version="2021-05",
         logging_enable=True)
-    admin.create_queue("orders", lock_duration=LOCK)
+    admin.create_queue("orders", lock_duration=LOCK, enable_express=True,
+                       authorization_rules=[AuthorizationRule(
+                           key_name="app", primary_key="c2VjcmV0",
+                           rights=[AccessRights.SEND, AccessRights.LISTEN])])
+    made = admin.get_queue("orders")  # enable_express kept, no shared-access key written
+    assert made.enable_express and made.authorization_rules is None
+    assert made.availability_status is EntityAvailabilityStatus.AVAILABLE
     admin.create_queue("other")
     with ServiceBusClient.from_connection_string(
             f"Endpoint={ns};{sas};EntityPath=orders", spark=spark, clock=clock,
@@ -71,7 +78,7 @@ def test_an_sdk_program_runs_on_a_connection_string_with_its_keyword_options(spa
         deadline = time.monotonic() + 60
         while c.auto_renew_error is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        short.close()
+        short.close(wait=False)  # the SDK's keyword: do not wait for the renewing thread
         assert isinstance(c.auto_renew_error, AutoLockRenewTimeout)
         assert "(10 seconds) elapsed" in str(c.auto_renew_error)
         assert c.locked_until_utc == clock.now() + LOCK - timedelta(seconds=20)  # not renewed

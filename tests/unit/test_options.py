@@ -129,3 +129,21 @@ def test_management_enums_match_the_sdks_values_in_any_letter_case():
     assert NamespaceType("notificationhub") is NamespaceType.NOTIFICATION_HUB
     assert [namespace_name(r) for r in ("file:/data/ns", "abfss://c@a.dfs.core.windows.net/x/",
                                         "s3://bucket")] == ["ns", "x", "bucket"]
+
+
+def test_the_sdks_connection_string_names_are_exported_as_the_sdk_has_them():
+    """``from azure.servicebus import parse_connection_string, TransportType,
+    ServiceBusConnectionStringProperties`` becomes ``from sbdelta import ...``: the parts as
+    given (shared-access parts have no effect), the namespace location as both
+    ``fully_qualified_namespace`` and ``endpoint``."""
+    import sbdelta
+
+    props = sbdelta.parse_connection_string(
+        "Endpoint=/data/ns;SharedAccessKeyName=root;SharedAccessKey=k=;EntityPath=orders")
+    assert isinstance(props, sbdelta.ServiceBusConnectionStringProperties)
+    assert (props.fully_qualified_namespace, props.endpoint, props.entity_path,
+            props.shared_access_key_name, props.shared_access_key,
+            props.shared_access_signature) == ("/data/ns", "/data/ns", "orders", "root", "k=",
+                                               None)
+    assert sbdelta.TransportType.AmqpOverWebsocket.value == 2
+    assert "transport_type" in NO_EFFECT

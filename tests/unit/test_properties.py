@@ -54,10 +54,13 @@ SENDING_DEFAULTS = {
     "enable_partitioning": False, "max_size_in_megabytes": 1024,
     "max_message_size_in_kilobytes": 256,
 }
+NO_EFFECT_DEFAULTS = {"enable_express": False, "authorization_rules": None}
 DEFAULTS = {
     QueueProperties: {"name": "orders", **COMMON_DEFAULTS, **RECEIVING_DEFAULTS,
-                      **SENDING_DEFAULTS},
-    TopicProperties: {"name": "events", **COMMON_DEFAULTS, **SENDING_DEFAULTS},
+                      **SENDING_DEFAULTS, **NO_EFFECT_DEFAULTS},
+    TopicProperties: {"name": "events", **COMMON_DEFAULTS, **SENDING_DEFAULTS,
+                      **NO_EFFECT_DEFAULTS, "support_ordering": True,
+                      "filtering_messages_before_publishing": False, "size_in_bytes": None},
     SubscriptionProperties: {"topic_name": "events", "name": "all", **COMMON_DEFAULTS,
                              **RECEIVING_DEFAULTS,
                              "dead_lettering_on_filter_evaluation_exceptions": True},
@@ -387,3 +390,39 @@ def test_check_update_refuses_identity_and_kind_changes():
     with pytest.raises(InvalidPropertyError, match="QueueProperties.*TopicProperties"):
         check_update(make(QueueProperties), make(TopicProperties))
     check_update(make(RuleProperties), make(RuleProperties, filter=FalseRuleFilter()))
+
+
+def test_the_sdks_options_without_an_effect_are_taken_kept_or_dropped_as_documented():
+    """azure-servicebus's create_queue/create_topic options that mean nothing on Delta tables:
+    ``enable_express``, ``support_ordering`` and ``filtering_messages_before_publishing`` are
+    kept (they round-trip through the registry's dict), ``authorization_rules`` (SAS keys) and
+    a topic's ``size_in_bytes`` are accepted and not kept; a wrong type still fails."""
+    from sbdelta.management import (AccessRights, AuthorizationRule, EntityAvailabilityStatus,
+                                    MessageCountDetails)
+
+    rule = AuthorizationRule(type="SharedAccessAuthorizationRule", key_name="k",
+                             primary_key="secret", rights=[AccessRights.SEND, "listen"])
+    queue = QueueProperties("orders", enable_express=True, authorization_rules=[rule])
+    assert queue.enable_express is True and queue.authorization_rules is None
+    assert "secret" not in json.dumps(queue.to_dict())
+    assert QueueProperties.from_dict(queue.to_dict()) == queue
+    topic = TopicProperties("events", support_ordering=False, size_in_bytes=123,
+                            filtering_messages_before_publishing=True, authorization_rules=[])
+    assert (topic.support_ordering, topic.filtering_messages_before_publishing,
+            topic.size_in_bytes) == (False, True, None)
+    assert TopicProperties.from_dict(topic.to_dict()) == topic
+    old = {k: v for k, v in QueueProperties("orders").to_dict().items()
+           if k not in ("enable_express", "authorization_rules")}  # a registry row from before
+    assert QueueProperties.from_dict(old) == QueueProperties("orders")
+    for entity in (queue, topic, make(SubscriptionProperties)):
+        assert entity.availability_status is EntityAvailabilityStatus.AVAILABLE
+    assert EntityAvailabilityStatus("available") is EntityAvailabilityStatus.AVAILABLE
+    assert AccessRights("MANAGE") is AccessRights.MANAGE
+    assert MessageCountDetails(active_message_count=2).active_message_count == 2
+    with pytest.raises(InvalidPropertyError, match="authorization_rules=.*a list of "
+                                                   "AuthorizationRule"):
+        QueueProperties("orders", authorization_rules="all")
+    with pytest.raises(InvalidPropertyError, match="size_in_bytes=-1 is invalid"):
+        TopicProperties("events", size_in_bytes=-1)
+    with pytest.raises(InvalidPropertyError, match="enable_express"):
+        QueueProperties("orders", enable_express="yes")
