@@ -425,6 +425,12 @@ def remove_files_quietly(spark, path: str, where: str, *,
 
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+#: From Delta 4.1 (delta-io/delta#5028) VACUUM ignores a ``RETAIN n HOURS`` other than 0 and
+#: keeps the table's ``delta.deletedFileRetentionDuration`` (7 days) instead, unless this is
+#: false: a user's ``retain_hours`` would not apply (a shorter one keeps files a week, a longer
+#: one, kept for time travel, is cut to a week). Earlier Delta versions do not know the
+#: setting and honour RETAIN anyway.
+_RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 
 
 def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False,
@@ -440,14 +446,21 @@ def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False,
             and rs.vacuum_candidates(path, retain_hours) == 0):
         return 0
     retain = f"RETAIN {retain_hours:g} HOURS"
-    previous = spark.conf.get(_RETENTION_CHECK, "true")
+    settings = {_RETENTION_WINDOW_IGNORE: "false"}
     if retain_hours < 168:
         # Delta refuses short retention unless told; the caller chose it knowingly.
-        spark.conf.set(_RETENTION_CHECK, "false")
+        settings[_RETENTION_CHECK] = "false"
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         found = spark.sql(f"VACUUM delta.`{path}` {retain} DRY RUN").count()
         if found and not dry_run:
             spark.sql(f"VACUUM delta.`{path}` {retain}").collect()
         return found
     finally:
-        spark.conf.set(_RETENTION_CHECK, previous)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
