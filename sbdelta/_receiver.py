@@ -109,8 +109,7 @@ class ServiceBusReceiver(Handler):
             yield from batch
 
     def __next__(self) -> ServiceBusReceivedMessage:
-        """``next(receiver)`` as in the SDK: one message received now; StopIteration when
-        none arrived within ``max_wait_time`` or the receiver is closing."""
+        """``next(receiver)`` as in the SDK: one message; StopIteration when none came."""
         for message in [] if self._closing else self.receive_messages(max_message_count=1):
             return message
         raise StopIteration
