@@ -20,7 +20,7 @@ def count_jobs(spark, action: Callable[[], object]) -> int:
 
     def newest() -> int:
         # The tracker is fed by the listener bus, behind the scheduler: drain it first.
-        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60_000)
         return max([-1] + list(tracker.getJobIdsForGroup(None)))
 
     before = newest()
