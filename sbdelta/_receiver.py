@@ -347,16 +347,16 @@ class ServiceBusReceiver(Handler):
             if store.partitions > 1:
                 self._next_peek = max(self._next_peek, pids[0] << PID_SHIFT)
         now = self._now()
-        while True:
-            rows, p = store.peek(n, self._next_peek, now, where)
-            if rows:
-                self._next_peek = rows[-1].seq + 1
-                return [self._to_message(r, entity, peeked=True) for r in rows]
-            later = [q for q in pids if q > p]
-            if store.partitions > 1 and later:
-                self._next_peek = later[0] << PID_SHIFT
-                continue
-            return []
+        rows, p = store.peek(n, self._next_peek, now, where)
+        later = [q for q in pids if q > p] if store.partitions > 1 else []
+        if not rows and later:  # the first later partition with messages, read at once
+            found = store.peek_partitions(n, {q: q << PID_SHIFT for q in later}, now, where,
+                                          first=True)
+            p, rows = next(((q, found[q]) for q in later if found.get(q)), (later[-1], []))
+            self._next_peek = p << PID_SHIFT
+        if rows:
+            self._next_peek = rows[-1].seq + 1
+        return [self._to_message(r, entity, peeked=True) for r in rows]
 
     # -- settlement ----------------------------------------------------------------------------
     def _check_settleable(self, message: Any) -> ServiceBusReceivedMessage:

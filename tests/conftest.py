@@ -3,6 +3,7 @@
 import itertools
 import os
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -105,6 +106,44 @@ def run_logged(log_path, *args, env=None):
     proc.output_path = log_path
     handle.close()
     return proc
+
+
+class ThreadWorker(threading.Thread):
+    """A worker run in a thread of the test's process (on its Spark session: one JVM fewer to
+    start on a 2-core machine), with the face of a :func:`run_logged` process: ``output_path``
+    (what it says goes there), ``poll()``, ``wait(timeout)``, ``returncode``, ``kill()`` (a
+    no-op: it ends when its work does). ``target(say)`` runs it; ``say(text)`` writes a line."""
+
+    def __init__(self, output_path, target):
+        super().__init__(daemon=True, name=f"worker-{Path(output_path).name}")
+        self.output_path, self.target, self.returncode = output_path, target, None
+        open(output_path, "w").close()
+
+    def say(self, text):
+        with open(self.output_path, "a") as handle:
+            handle.write(f"{text}\n")
+
+    def run(self):
+        try:
+            self.target(self.say)
+            self.returncode = 0
+        except BaseException:  # noqa: BLE001 - reported through its output, as a process's
+            import traceback
+
+            self.say(traceback.format_exc())
+            self.returncode = 1
+
+    def poll(self):
+        return None if self.is_alive() else self.returncode
+
+    def wait(self, timeout=None):
+        self.join(timeout)
+        if self.is_alive():
+            raise TimeoutError(f"{self.name} still running after {timeout} s")
+        return self.returncode
+
+    def kill(self):
+        pass
 
 
 def output_tail(proc, chars=3000):

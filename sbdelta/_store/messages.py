@@ -245,6 +245,10 @@ class MessageStore:
     def peek(self, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
         return reads.peek(self, n, from_seq, now, where)
 
+    def peek_partitions(self, n: int, starts: Dict[int, int], now: datetime,
+                        where: str = "TRUE", *, first: bool = False) -> Dict[int, list]:
+        return reads.peek_partitions(self, n, starts, now, where, first=first)
+
     def rows_by_seq(self, seqs: Sequence[int], where: str = "TRUE"):
         return reads.rows_by_seq(self, seqs, where)
 

@@ -13,7 +13,8 @@ from .literals import sql_literal
 from .inbox import inbox_range, inbox_rows, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
                      FRONTIER, MESSAGE_FIELDS, MSG, PID_SHIFT, SCHEDULED, kept_frontier_sql,
-                     key_sql, msg_key, partition_of, position_of, start_version)
+                     case_by_pid, key_sql, msg_key, partition_of, pid_list,
+                     position_of, start_version)
 from .receive_plan import DECIDING, values_cte
 
 
@@ -46,81 +47,138 @@ def peek(store, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
     layer is exhausted the next one is read.
     """
     p = partition_of(from_seq) if store.partitions > 1 else 0
+    return peek_partitions(store, n, {p: from_seq}, now, where)[p], p
+
+
+def peek_partitions(store, n: int, starts: Dict[int, int], now: datetime, where: str = "TRUE",
+                    *, first: bool = False) -> Dict[int, list]:
+    """:func:`peek` of several partitions: up to ``n`` messages of each partition ``p`` of
+    ``starts`` with sequence number >= ``starts[p]``. Through Spark every partition is read at
+    once (one query of the messages table, one of the inbox per window of commits), however
+    many there are; through delta-rs (milliseconds a read) one partition after the other, and
+    with ``first`` only until one has messages (the later ones are then not in the answer)."""
     layers = len(getattr(store.admit, "copy_numbers", None) or ())
-    while True:
-        rows = _peek_layer(store, n, from_seq, p, where)
-        layer = from_seq >> COPY_SHIFT
-        if rows or layer >= layers:
-            return rows, p
-        from_seq = ((layer + 1) << COPY_SHIFT) | (p << PID_SHIFT)
+    fast = store.engine.settles(store.messages_path)
+    found: Dict[int, list] = {}
+    todo = dict(starts)
+    while todo:
+        if fast:  # one partition at a time: stop at the first with messages when asked
+            got: Dict[int, list] = {}
+            for p in sorted(todo):
+                got.update(_peek_layer(store, n, {p: todo[p]}, where, fast))
+                if first and got[p]:
+                    break
+        else:
+            got = _peek_layer(store, n, todo, where, fast)
+        later = {}
+        for p in sorted(got):
+            layer = todo[p] >> COPY_SHIFT
+            if got[p] or layer >= layers:
+                found[p] = got[p]
+            else:  # the next copy layer
+                later[p] = ((layer + 1) << COPY_SHIFT) | (p << PID_SHIFT)
+        if first and any(found.values()):
+            return found
+        todo = later
+    return found
 
 
-def _peek_layer(store, n: int, from_seq: int, p: int, where: str):
+def _peek_layer(store, n: int, starts: Dict[int, int], where: str, fast: bool
+                ) -> Dict[int, list]:
     # Under the delta-rs engine a peek reads through delta-rs and DataFusion (no Spark); a
     # subscription's sees its topic's inbox through its rules, run in Python there.
-    fast = store.engine.settles(store.messages_path)
-    # One read for both the registered messages and the partition's frontier row (sorted
+    pids = sorted(starts)
+    # One read for both the registered messages and the partitions' frontier rows (sorted
     # first), instead of two queries of the same snapshot.
-    first = query(store, (
-        f"SELECT * FROM {{M}} WHERE pid = {p} AND (kind = '{FRONTIER}' OR (kind = '{MSG}' "
-        f"AND state IN ('{ACTIVE}', '{DEFERRED}', '{SCHEDULED}') AND seq >= {from_seq} "
-        f"AND ({where}))) ORDER BY CASE WHEN kind = '{FRONTIER}' THEN 0 ELSE 1 END, seq "
-        f"LIMIT {min(n + 1, 2**31 - 1)}"), fast=fast)
-    frontier = [r for r in first if r.kind == FRONTIER]
-    rows = [r for r in first if r.kind != FRONTIER][:n]
+    wanted = (f"(kind = '{FRONTIER}' OR (kind = '{MSG}' AND state IN ('{ACTIVE}', "
+              f"'{DEFERRED}', '{SCHEDULED}') AND seq >= {_by_pid(starts)} AND ({where})))")
+    order = f"CASE WHEN kind = '{FRONTIER}' THEN 0 ELSE 1 END, seq"
+    limit = min(n + 1, 2**31 - 1)
+    if len(pids) == 1:
+        first = query(store, f"SELECT * FROM {{M}} WHERE pid = {pids[0]} AND {wanted} "
+                             f"ORDER BY {order} LIMIT {limit}", fast=fast)
+    else:  # Spark: the first n + 1 of each partition
+        first = spark_query(store, (
+            f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY pid ORDER BY {order}) "
+            f"AS _rn FROM {{M}} WHERE pid IN ({pid_list(pids)}) AND {wanted}) "
+            f"WHERE _rn <= {limit}")).drop("_rn").collect()
+    frontiers = {r.pid: r.seq for r in first if r.kind == FRONTIER}
+    rows: Dict[int, list] = {p: [] for p in pids}
+    for r in sorted((r for r in first if r.kind != FRONTIER), key=lambda r: r.seq):
+        rows[r.pid].append(r)
     if store.inbox_path:
-        f = frontier[0].seq if frontier else -1
         latest = (rs.version(store.inbox_path) if fast
                   else store.latest_version(store.inbox_path))
-        # Past the frontier, and at or after from_seq (in this partition's range). Copies
+        # Past the frontier, and at or after the start (in its partition's range). Copies
         # follow every position: for a copy layer, read them all.
-        copies = position_of(from_seq) != from_seq
-        start = f if from_seq <= (p << PID_SHIFT) or copies else max(f, from_seq - 1)
-        rows += _peek_inbox(store, n, from_seq, p, start, latest, where, copies, fast)
-    rows.sort(key=lambda r: r.seq)
-    return rows[:n]
+        copies = any(position_of(s) != s for s in starts.values())
+        inbox_starts = {}
+        for p, from_seq in starts.items():
+            f = frontiers.get(p, -1)
+            inbox_starts[p] = (f if from_seq <= (p << PID_SHIFT) or position_of(from_seq)
+                               != from_seq else max(f, from_seq - 1))
+        for r in _peek_inbox(store, n, starts, inbox_starts, latest, where, copies, fast):
+            rows[r.pid].append(r)
+    return {p: sorted(found, key=lambda r: r.seq)[:n] for p, found in rows.items()}
 
 
-def _unregistered_sql(n: int, from_seq: int, p: int, where: str, rejected: str) -> str:
-    """Inbox rows of partition ``p`` ({N}) at or after ``from_seq`` where ``where`` holds,
-    less those a tombstone under their position's key cancelled before registration
-    (TOPIC-6 / schedule.cancel_scheduled: it hides the message and its copies)."""
-    return (
-        f"WITH t AS (SELECT k AS _tkey FROM {{M}} WHERE pid = {p} AND kind = '{MSG}' "
-        f"AND state = '{CANCELLED}'), n AS (SELECT *, {key_sql('seq')} AS k, "
-        f"{key_sql('pos')} AS _tk, coalesce(scheduled_enqueue_time, enqueued_time) "
-        f"AS visible_at FROM {{N}} WHERE seq >= {from_seq}{rejected}) "
-        f"SELECT n.* FROM n LEFT JOIN t ON n._tk = t._tkey WHERE t._tkey IS NULL "
-        f"AND kind = '{MSG}' AND ({where}) ORDER BY seq LIMIT {min(n, 2**31 - 1)}")
+def _by_pid(starts: Dict[int, int]) -> str:
+    """SQL for each partition's value in ``starts`` (a literal when there is one)."""
+    if len(starts) == 1:
+        return str(int(next(iter(starts.values()))))
+    return case_by_pid(starts)
 
 
-def _peek_inbox(store, n: int, from_seq: int, p: int, start: int, latest: int, where: str,
-                copies: bool, fast: bool) -> list:
-    """Up to ``n`` inbox rows of partition ``p`` past ``start`` (not registered yet), as
-    :func:`_unregistered_sql` selects them, reading as few commits as it can."""
+def _unregistered_sql(n: int, starts: Dict[int, int], where: str, rejected: str) -> str:
+    """Up to ``n`` inbox rows ({N}) of each partition ``p`` of ``starts`` at or after
+    ``starts[p]`` where ``where`` holds, less those a tombstone under their position's key
+    cancelled before registration (TOPIC-6 / schedule.cancel_scheduled: it hides the message
+    and its copies)."""
+    pids = pid_list(starts)
+    ctes = (f"WITH t AS (SELECT pid AS _tpid, k AS _tkey FROM {{M}} WHERE pid IN ({pids}) "
+            f"AND kind = '{MSG}' AND state = '{CANCELLED}'), n AS (SELECT *, "
+            f"{key_sql('seq')} AS k, {key_sql('pos')} AS _tk, coalesce(scheduled_enqueue_time, "
+            f"enqueued_time) AS visible_at FROM {{N}} WHERE seq >= {_by_pid(starts)}{rejected}) ")
+    unseen = (f"FROM n LEFT JOIN t ON n.pid = t._tpid AND n._tk = t._tkey WHERE t._tkey IS NULL "
+              f"AND kind = '{MSG}' AND ({where})")
+    limit = min(n, 2**31 - 1)
+    if len(starts) == 1:
+        return f"{ctes}SELECT n.* {unseen} ORDER BY seq LIMIT {limit}"
+    return (f"{ctes}, u AS (SELECT n.*, row_number() OVER (PARTITION BY n.pid ORDER BY n.seq) "
+            f"AS _rn {unseen}) SELECT * FROM u WHERE _rn <= {limit}")
+
+
+def _peek_inbox(store, n: int, starts: Dict[int, int], inbox_starts: Dict[int, int],
+                latest: int, where: str, copies: bool, fast: bool) -> list:
+    """Up to ``n`` inbox rows of each partition past ``inbox_starts`` (not registered yet) and
+    at or after ``starts``, as :func:`_unregistered_sql` selects them, reading as few commits
+    as it can."""
+    pids = sorted(starts)
     if fast:  # delta-rs reads the rows (counting them is free), DataFusion runs the SQL
-        new, _, _ = scan_inbox(store, {p: start}, 2**31 - 1 if copies else n, latest,
-                               as_rows=True)
+        new, _, _ = scan_inbox(store, inbox_starts, 2**31 - 1 if copies else n * len(pids),
+                               latest, as_rows=True)
         # Bound for the dead-letter queue (a subscription's filter errors): not peeked.
-        new = [row for row in new or () if row["seq"] >= from_seq
+        new = [row for row in new or () if row["seq"] >= starts[row["pid"]]
                and row.get("dead_letter_reason") is None]
-        return query(store, _unregistered_sql(n, from_seq, p, where, ""), new,
+        return query(store, _unregistered_sql(n, starts, where, ""), new,
                      fast=True) if new else []
     # Spark: one query per window of commits, no separate count: the window widens (x8)
-    # only while the query found fewer than n rows and newer commits exist, so the cost
-    # follows the batch, not the backlog. A copy layer reads every commit at once.
-    lo = start_version(start)
+    # only while the query found fewer than n rows of some partition and newer commits
+    # exist, so the cost follows the batch, not the backlog. A copy layer reads every commit
+    # at once.
+    lo = min(start_version(s) for s in inbox_starts.values())
     if lo > latest:
         return []
     window = latest - lo + 1 if copies else 16
     while True:
         hi = min(latest, lo + window - 1)
-        new = inbox_range(store, [p], {p: start}, lo, hi)
+        new = inbox_range(store, pids, inbox_starts, lo, hi)
         rejected = (" AND dead_letter_reason IS NULL" if "dead_letter_reason" in new.columns
                     else "")
-        rows = query(store, _unregistered_sql(n, from_seq, p, where, rejected), new,
-                     fast=False)
-        if len(rows) >= n or hi >= latest:
+        rows = spark_query(store, _unregistered_sql(n, starts, where, rejected),
+                           new).drop("_rn").collect()
+        short = [p for p in pids if sum(1 for r in rows if r.pid == p) < n]
+        if not short or hi >= latest:
             return rows
         window *= 8
 

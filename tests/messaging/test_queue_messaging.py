@@ -316,6 +316,44 @@ def test_part_5_peek_pages_one_partition_at_a_time_and_part_6_counts_sum(client,
     assert counts.size_in_bytes > 0
 
 
+def test_part_5_a_spark_peek_reads_the_partitions_it_passes_at_once(spark, ns, clock, queue,
+                                                                    client, monkeypatch):
+    """A peek through Spark on a partitioned queue whose first partitions are empty reads the
+    partition it starts in, then every later one in one query of the messages table and one
+    of the inbox (it used to read them one by one: 2 Spark queries per empty partition), and
+    still pages one partition at a time (PART-5): registered messages and messages still in
+    the inbox alike, the second partition after the first, then nothing."""
+    from sbdelta import ServiceBusClient
+    from sbdelta._store import reads
+    from sbdelta._store.layout import key_partition
+
+    name = queue(enable_partitioning=True)
+    keys = {}
+    for i in range(200):  # one key of a late partition and one of a later one
+        keys.setdefault(key_partition(f"k{i}", 16), f"k{i}")
+    low, high = sorted(p for p in keys if p >= 9)[:2]
+    queries = []
+    real = reads.spark_query
+    monkeypatch.setattr(reads, "spark_query",
+                        lambda *args, **kw: queries.append(args[1]) or real(*args, **kw))
+    client.get_queue_sender(name).send_messages(
+        [ServiceBusMessage(f"{p}-{i}", partition_key=keys[p]) for p in (low, high)
+         for i in range(3)])
+    # One message registered (and back), the others still in the inbox.
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    receiver.abandon_message(receiver.receive_messages(1)[0])
+    with ServiceBusClient(ns, spark=spark, clock=clock, engine="spark") as on_spark:
+        receiver = on_spark.get_queue_receiver(name, max_wait_time=0)
+        queries.clear()
+        first = receiver.peek_messages(10, sequence_number=0)
+        assert len(queries) == 4, queries  # partition 0, then every later one at once
+        second, third = receiver.peek_messages(10), receiver.peek_messages(10)
+    assert [str(m) for m in first] == [f"{low}-{i}" for i in range(3)]
+    assert [str(m) for m in second] == [f"{high}-{i}" for i in range(3)]
+    assert sorted(m.delivery_count for m in first + second) == [0, 0, 0, 0, 0, 1]
+    assert third == []
+
+
 def test_status_disabled_states_refuse_matching_operations(client, queue, admin):
     name = queue()
     sender = client.get_queue_sender(name)

@@ -1,8 +1,10 @@
-"""A separate process that commits many times to one Delta table (appends and MERGEs), through
-Spark (sbdelta's log store, or Delta's default one) or through delta-rs (no JVM).
+"""A writer that commits many times to one Delta table (appends and MERGEs), through Spark
+(sbdelta's log store, or Delta's default one) or through delta-rs (no JVM).
 
 Usage: python -m tests.workers.commit_worker TABLE WORKER_ID COMMITS SAFE(0|1) [spark|delta-rs]
 Prints one JSON line: {"worker": id, "appends": n, "merges": n, "conflicts": n}.
+:func:`commit_many` runs the same loop in a thread of a process that has a Spark session
+already (the test's own: one JVM fewer to start on a 2-core machine).
 """
 
 import json
@@ -11,11 +13,12 @@ import sys
 from sbdelta._store.delta import RetryPolicy, is_conflict, retry, retry_policy
 
 
-def _spark_writer(table, worker, safe):
+def _spark_writer(table, worker, safe, spark=None):
     from sbdelta._spark import get_spark
 
-    spark = get_spark(conf={"spark.app.name": f"commit-worker-{worker}"},
-                      multi_process_safe=safe)
+    if spark is None:
+        spark = get_spark(conf={"spark.app.name": f"commit-worker-{worker}"},
+                          multi_process_safe=safe)
 
     def commit(i, kind):
         row = spark.createDataFrame([(worker, i, kind)], "worker INT, i INT, kind STRING")
@@ -48,11 +51,12 @@ def _delta_rs_writer(table, worker):
     return commit
 
 
-def main() -> None:
-    table, worker, commits, safe = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-    engine = sys.argv[5] if len(sys.argv) > 5 else "spark"
+def commit_many(table, worker, commits, *, engine="spark", safe=True, spark=None) -> dict:
+    """``commits`` commits by writer ``worker`` (every third a MERGE, the others appends),
+    each retried until it lands; returns the counts the worker prints. ``spark``: commit on
+    this session instead of starting one."""
     commit = (_delta_rs_writer(table, worker) if engine == "delta-rs"
-              else _spark_writer(table, worker, safe))
+              else _spark_writer(table, worker, safe, spark))
     counts = {"worker": worker, "engine": engine, "appends": 0, "merges": 0, "conflicts": 0}
     for i in range(commits):
         kind = "append" if i % 3 else "merge"
@@ -68,7 +72,13 @@ def main() -> None:
         with retry_policy(RetryPolicy(attempts=200, max_seconds=600)):
             retry(attempt, what=f"test {kind}")
         counts["appends" if kind == "append" else "merges"] += 1
-    print(json.dumps(counts), flush=True)
+    return counts
+
+
+def main() -> None:
+    table, worker, commits, safe = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+    engine = sys.argv[5] if len(sys.argv) > 5 else "spark"
+    print(json.dumps(commit_many(table, worker, commits, engine=engine, safe=safe)), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ completes at most two batches of it in order, gives it up, and again, until no s
 for three rounds.
 
 Usage: python -m tests.workers.session_worker NS QUEUE LOG GO_FILE
+(or :func:`main` in a thread of a process with a Spark session).
 Prints ``ready`` once its client has read the queue (its engine warm: ``$SBDELTA_ENGINE``),
 waits for GO_FILE, prints ``holding <session>`` as it takes a session, and writes one JSON
 line per session hold to LOG: the session, when this
@@ -24,13 +25,17 @@ BATCH = 5
 BATCHES_PER_HOLD = 2  # then the session goes back: holders change within a session
 
 
-def main() -> None:
-    ns, queue, log, go = sys.argv[1:5]
-    client = ServiceBusClient(ns)
-    admin = ServiceBusAdministrationClient(ns)
+def main(argv=None, *, spark=None, engine=None, say=None) -> None:
+    """The worker; ``spark`` and ``engine``: the client's (default: its own session, and
+    ``$SBDELTA_ENGINE``); ``say``: where ``ready`` and ``holding`` go (default: stdout)."""
+    ns, queue, log, go = (argv or sys.argv[1:])[:4]
+    say = say or (lambda text: print(text, flush=True))
+    options = {"spark": spark} if engine is None else {"spark": spark, "engine": engine}
+    client = ServiceBusClient(ns, **options)
+    admin = ServiceBusAdministrationClient(ns, **options)
     admin.get_queue_runtime_properties(queue)  # warm: a count, and the session queries
     admin.list_sessions(queue)
-    print("ready", flush=True)
+    say("ready")
     while not os.path.exists(go):
         time.sleep(0.02)
     idle = 0
@@ -50,7 +55,7 @@ def main() -> None:
             idle = 0
             start = time.time()  # from here this process acts as the session's holder
             session, done, lost = receiver.session.session_id, [], False
-            print(f"holding {session}", flush=True)
+            say(f"holding {session}")
             try:
                 for batch in range(BATCHES_PER_HOLD):
                     if batch:
