@@ -9,6 +9,7 @@ exists can be stored. Application properties are stored as type-preserving JSON
 from __future__ import annotations
 
 import uuid
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -21,6 +22,7 @@ from sbdelta._message_fields import (SYSTEM_STRING_FIELDS, check_body, check_mom
                                      check_ttl, type_name)
 from sbdelta._size import byte_length, message_size
 from sbdelta._amqp_fields import amqp_view, send_fields
+from sbdelta._legacy_message import DEPRECATION, LegacyMessage
 from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType, DataBody
 from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, MessageTypeError
 
@@ -171,6 +173,16 @@ class ServiceBusMessage:
         annotations Service Bus sets (sequence number, enqueued time, lock end, partition key,
         schedule). A copy: changing it does not change the message."""
         return amqp_view(self)
+
+    @property
+    def message(self) -> LegacyMessage:
+        """Deprecated, as in azure-servicebus (it warns so): a uamqp-shaped view of the
+        message (:mod:`sbdelta._legacy_message`). Read :attr:`raw_amqp_message` instead."""
+        warnings.warn(DEPRECATION, DeprecationWarning, stacklevel=2)
+        return self._legacy()
+
+    def _legacy(self) -> LegacyMessage:
+        return LegacyMessage(self.raw_amqp_message)
 
     @property
     def application_properties(self) -> Optional[Dict[str, Any]]:
@@ -349,6 +361,12 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         """Record the lock this receiver holds (or ``None, None`` when there is none)."""
         self._lock_token = None if lock_token is None else str(lock_token)
         self._locked_until_utc = _opt_utc(locked_until)
+
+    def _legacy(self) -> LegacyMessage:
+        locked = holds_lock(self) and self._receiver is not None
+        return LegacyMessage(self.raw_amqp_message, received=True,
+                             receiver=self._receiver if locked else None, source=self,
+                             settled=lambda: self._settled)
 
     @property
     def sequence_number(self) -> int:

@@ -147,3 +147,57 @@ def test_an_amqp_annotated_message_is_sent_received_and_viewed_as_the_sdk_does(
     receiver.complete_messages([first, second])
     [later] = receiver.peek_messages(5)
     assert (later.sequence_number, str(later)) == (scheduled, "later")
+
+
+def test_the_deprecated_message_property_is_a_uamqp_shaped_view_whose_outcomes_settle(tmp_path):
+    """The SDK's deprecated ``message.message`` (issue 17): it warns with the SDK's words and
+    gives uamqp's shape (sections as attributes, ``get_data()``, ``state``, ``settled``); its
+    AMQP outcomes settle through the receiver as the SDK maps them: accept completes, reject
+    dead-letters (condition as reason, description as error description), release abandons,
+    an undeliverable modify defers. A message to send, or a peeked one, has nothing to settle.
+    Through delta-rs: no JVM."""
+    from sbdelta import ManualClock, ServiceBusSubQueue
+    from sbdelta._legacy_message import MessageState
+
+    from ..conftest import START
+
+    ns, clock = str(tmp_path / "ns"), ManualClock(START)
+    ServiceBusAdministrationClient(ns, clock=clock, engine="delta-rs").create_queue(
+        "legacy", lock_duration=LOCK)
+    outgoing = ServiceBusMessage("hello", application_properties={"k": 1}, subject="s")
+    with pytest.warns(DeprecationWarning, match="^The `message` property is deprecated and "
+                                                "will be removed in future versions.$"):
+        view = outgoing.message
+    assert (list(view.get_data()), view.application_properties, view.properties.subject,
+            str(view), view.state, view.settled) == (
+        [b"hello"], {"k": 1}, "s", "hello", MessageState.SendComplete, True)
+    assert view.gather() == [view]
+    with pytest.raises(TypeError, match="Only received messages can be settled"):
+        view.accept()
+    with ServiceBusClient(ns, clock=clock, engine="delta-rs") as client:
+        client.get_queue_sender("legacy").send_messages(
+            [ServiceBusMessage(f"m{i}") for i in range(5)])
+        receiver = client.get_queue_receiver("legacy", max_wait_time=0)
+        got = receiver.receive_messages(4)
+        with pytest.warns(DeprecationWarning):
+            views = [m.message for m in got]
+        assert [v.state for v in views] == [MessageState.ReceivedUnsettled] * 4
+        assert views[0].accept() is True and views[0].settled
+        assert views[0].accept() is False  # settled already: the SDK's answer
+        assert views[1].reject(b"bad", "why it failed") is True
+        assert views[2].release() is True
+        with pytest.raises(ServiceBusInvalidOperationError, match="cannot change its properties"):
+            views[3].modify(False, True, {"k": 2})
+        assert views[3].modify(False, True) is True
+        assert all(v.settled for v in views)
+        with pytest.warns(DeprecationWarning):
+            peeked = receiver.peek_messages(1, sequence_number=0)[0].message
+        assert (peeked.state, peeked.accept()) == (MessageState.ReceivedSettled, False)
+        dead = client.get_queue_receiver("legacy", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                         max_wait_time=0).receive_messages(5)
+        assert [(str(m), m.dead_letter_reason, m.dead_letter_error_description)
+                for m in dead] == [("m1", "bad", "why it failed")]
+        (deferred,) = receiver.receive_deferred_messages([got[3].sequence_number])
+        again = receiver.receive_messages(5)
+        assert str(deferred) == "m3"
+        assert [(str(m), m.delivery_count) for m in again] == [("m2", 2), ("m4", 1)]
