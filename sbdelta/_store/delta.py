@@ -28,7 +28,7 @@ from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotF
                           ServiceBusAuthorizationError,
                           ServiceBusError, ServiceBusQuotaExceededError)
 
-from .faults import storage_fault
+from .faults import storage_fault, transient_error, transient_fault
 from .guards import GuardTripped, guard_code
 from .literals import sql_literal
 
@@ -112,16 +112,24 @@ def run_guarded(action: Callable[[], T]) -> T:
 
 
 #: Process-local tallies of what :func:`retry` retried (read by the benchmarks; never reset).
-retry_counts = {"conflict": 0, "stale": 0}
+retry_counts = {"conflict": 0, "stale": 0, "transient": 0}
 
 
 def _should_retry(exc: BaseException) -> bool:
-    """Conflicts, and plans found stale by a ``STALE`` guard, are retried from scratch."""
+    """Conflicts, plans found stale by a ``STALE`` guard and transient storage failures
+    (throttled, timed out, cut off: :func:`.faults.transient_fault`) are retried from scratch.
+    A step re-reads what it decides on, and its commit is guarded, so repeating one whose
+    commit landed unseen finds that commit: a receive re-plans, a settlement finds its lock
+    gone (as the SDK's retried settlement does); a send appends again, as the SDK's retried
+    send does (duplicate detection is the answer there, SEND-6)."""
     if is_conflict(exc):
         retry_counts["conflict"] += 1
         return True
     if isinstance(exc, GuardTripped) and exc.code == "STALE":
         retry_counts["stale"] += 1
+        return True
+    if not isinstance(exc, GuardTripped) and transient_fault(exc) is not None:
+        retry_counts["transient"] += 1
         return True
     return False
 
@@ -165,8 +173,9 @@ def retry_policy(policy: RetryPolicy) -> Iterator[None]:
 
 
 def retry(step: Callable[[], T], *, what: str) -> T:
-    """Run ``step`` (read, decide, commit) until it commits without a Delta conflict, as often
-    and as long as the current :class:`RetryPolicy` allows.
+    """Run ``step`` (read, decide, commit) until it commits without a Delta conflict or a
+    transient storage failure, as often and as long as the current :class:`RetryPolicy`
+    allows.
 
     Args:
         step: Re-reads whatever it decides on; it is called again from scratch after a conflict.
@@ -174,6 +183,9 @@ def retry(step: Callable[[], T], *, what: str) -> T:
 
     Raises:
         CommitConflictError: Still conflicting after every try (retryable).
+        ServiceBusServerBusyError, OperationTimeoutError, ServiceBusCommunicationError: The
+            storage still throttled, timed out or cut off after every try
+            (:func:`.faults.transient_error`).
         ServiceBusAuthorizationError, ServiceBusQuotaExceededError, ...: The storage failed
             (:func:`storage_fault`).
     """
@@ -193,7 +205,9 @@ def retry(step: Callable[[], T], *, what: str) -> T:
     try:
         return retrying(step)
     except RetryError as exc:
-        tries = exc.last_attempt.attempt_number
+        tries, last = exc.last_attempt.attempt_number, exc.last_attempt.exception()
+        if not isinstance(last, GuardTripped) and transient_fault(last) is not None:
+            raise transient_error(last, what, tries) from last
         raise CommitConflictError(
             f"{what}: still losing to concurrent commits after {tries} "
             f"attempt{'' if tries == 1 else 's'}; try again") from exc.last_attempt.exception()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..exceptions import (MessagingEntityNotFoundError, ServiceBusAuthorizationError,
-                          ServiceBusCommunicationError, ServiceBusError,
-                          ServiceBusQuotaExceededError)
+from ..exceptions import (MessagingEntityNotFoundError, OperationTimeoutError,
+                          ServiceBusAuthorizationError, ServiceBusCommunicationError,
+                          ServiceBusError, ServiceBusQuotaExceededError,
+                          ServiceBusServerBusyError)
 
 
 # How file systems say "you may not": Hadoop's local and HDFS clients, S3A, ABFS, GCS, and
@@ -65,10 +66,75 @@ def _line(exc: BaseException, pattern: "re.Pattern[str]") -> Optional[str]:
     return None
 
 
+# How storages say a request may work if made again (issue 17, "retries of transient storage
+# errors"): throttled (ADLS/Blob "ServerBusy" and "over the account limit", S3 "SlowDown" and
+# 503, GCS 429 "rateLimitExceeded", EAGAIN), timed out, or cut off (a dropped connection, a
+# gateway's 502/504, a store's 500). :func:`.delta.retry` retries them as it retries conflicts;
+# what is still failing after its attempts is raised as the error the SDK raises for it.
+_HTTP = r"(?:[Ss]tatus ?[Cc]ode|StatusCode|status|HTTP/\d(?:\.\d)?)[:= ]+"
+_BUSY = re.compile(r"ServerBusy|Server Busy|SlowDown|Slow Down|TooManyRequests|Too Many Requests"
+                   rf"|{_HTTP}(?:429|503)\b|Service Unavailable|[Tt]hrottl|rateLimitExceeded"
+                   r"|over the account limit|RequestLimitExceeded|Resource temporarily "
+                   r"unavailable|\bos error 11\b|\[Errno 11\]")
+_TIMED_OUT = re.compile(r"SocketTimeoutException|[Tt]imed out|OperationTimedOut"
+                        rf"|{_HTTP}504\b|Gateway Time-?out|\bos error 110\b|\[Errno 110\]")
+_CUT_OFF = re.compile(r"Connection reset|Broken pipe|Connection refused|Connection closed"
+                      rf"|UnknownHostException|Bad Gateway|{_HTTP}50[02]\b|InternalServerError"
+                      r"|Internal Server Error|\bos error 10[34]\b|\[Errno 10[34]\]")
+#: This process's own JVM gone (Py4J cannot reach it): no retry mends that.
+_NO_JVM = re.compile(r"Py4JNetworkError|Java server|Answer from Java side is empty")
+
+
+def transient_fault(exc: BaseException) -> Optional[str]:
+    """``"busy"``, ``"timed out"`` or ``"cut off"`` when ``exc`` says the storage failed in a
+    way a later attempt may not (see above), else None. A failure that is also a lasting one
+    (refused, read-only, full, a table or file gone) is not transient."""
+    if isinstance(exc, ServiceBusError) or _lasting_fault(exc, "") is not None \
+            or _line(exc, _NO_JVM) is not None:
+        return None
+    for kind, pattern in (("busy", _BUSY), ("timed out", _TIMED_OUT), ("cut off", _CUT_OFF)):
+        if _line(exc, pattern) is not None:
+            return kind
+    return None
+
+
+def transient_error(exc: BaseException, what: str, tries: int = 1) -> ServiceBusError:
+    """The SDK's error for a transient failure (:func:`transient_fault`) still there after
+    ``tries`` attempts: ServiceBusServerBusyError (throttled), OperationTimeoutError (timed
+    out), ServiceBusCommunicationError (cut off). The storage's own line is quoted."""
+    kind = transient_fault(exc) or "cut off"
+    pattern = {"busy": _BUSY, "timed out": _TIMED_OUT}.get(kind, _CUT_OFF)
+    line = _line(exc, pattern) or str(exc).strip()[:300]
+    after = f" after {tries} attempts" if tries > 1 else ""
+    if kind == "busy":
+        return ServiceBusServerBusyError(
+            f"{what}: the storage is throttling requests{after} ({line}). Wait a little and "
+            "retry, or spread the load (more partitions, fewer concurrent clients)")
+    if kind == "timed out":
+        return OperationTimeoutError(
+            f"{what}: the storage did not answer in time{after} ({line}). Retry: a Delta "
+            "commit is all or nothing, and a repeated receive or settlement finds what the "
+            "first one did")
+    return ServiceBusCommunicationError(
+        f"{what}: the connection to the storage failed{after} ({line}). Retry once it is "
+        "reachable again")
+
+
 def storage_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
     """The sbdelta error for ``exc`` when it says the storage itself failed, else None (the
     one table from storage failures to public errors; :func:`storage_errors` applies it at
-    the public API, :func:`retry` inside the store).
+    the public API, :func:`retry` inside the store): a lasting failure (below), else a
+    transient one that was not retried (:func:`transient_error`)."""
+    if isinstance(exc, ServiceBusError):
+        return None
+    lasting = _lasting_fault(exc, what)
+    if lasting is not None:
+        return lasting
+    return transient_error(exc, what) if transient_fault(exc) is not None else None
+
+
+def _lasting_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
+    """The sbdelta error for a storage failure that a retry does not mend, else None:
 
     - access refused (permissions, IAM, grants, an immutable file): ServiceBusAuthorizationError;
     - a read-only file system: ServiceBusAuthorizationError (the storage refuses writes);
@@ -79,8 +145,6 @@ def storage_fault(exc: BaseException, what: str) -> Optional[ServiceBusError]:
 
     ``what`` names the operation; the message quotes the storage's own line.
     """
-    if isinstance(exc, ServiceBusError):
-        return None
     reason = storage_refusal(exc) or _line(exc, _NOT_PERMITTED)
     if reason is not None:
         return refused(what, reason)

@@ -140,3 +140,96 @@ def test_other_failures_are_not_storage_faults(text):
     from sbdelta._store import storage_fault
 
     assert storage_fault(RuntimeError(text), "x") is None
+
+
+# Issue 17, retries of transient storage errors: how storages word "try again", and the SDK's
+# error each becomes when retries run out (sbdelta._store.faults.transient_error). The texts
+# are the clients' own (ABFS, S3A, GCS connector, delta-rs's object_store, Python, Java).
+@pytest.mark.parametrize("text, kind, error", [
+    ('Operation failed: "The server is busy.", 503, PUT, https://a.dfs.core.windows.net/c/ns/'
+     "_delta_log/00000000000000000007.json, ServerBusy", "busy", "ServiceBusServerBusyError"),
+    ("Operation failed: \"Ingress is over the account limit.\", 503, PUT", "busy",
+     "ServiceBusServerBusyError"),
+    ("com.amazonaws.services.s3.model.AmazonS3Exception: Please reduce your request rate. "
+     "(Service: Amazon S3; Status Code: 503; Error Code: SlowDown)", "busy",
+     "ServiceBusServerBusyError"),
+    ("Generic S3 error: Error after 10 retries in 2.1s, max_retries:10, "
+     "retry_timeout:180s, source:HTTP status server error (503 Service Unavailable)", "busy",
+     "ServiceBusServerBusyError"),
+    ("com.google.cloud.hadoop.gcsio: 429 Too Many Requests rateLimitExceeded", "busy",
+     "ServiceBusServerBusyError"),
+    ("[Errno 11] Resource temporarily unavailable: '/ns/_sbdelta/registry'", "busy",
+     "ServiceBusServerBusyError"),
+    ("java.net.SocketTimeoutException: Read timed out", "timed out", "OperationTimeoutError"),
+    ("Generic MicrosoftAzure error: error sending request: operation timed out", "timed out",
+     "OperationTimeoutError"),
+    ("HTTP status server error (504 Gateway Timeout) for url (https://b.s3.amazonaws.com/x)",
+     "timed out", "OperationTimeoutError"),
+    ("java.net.SocketException: Connection reset", "cut off", "ServiceBusCommunicationError"),
+    ("Generic S3 error: error sending request: Connection reset by peer (os error 104)",
+     "cut off", "ServiceBusCommunicationError"),
+    ("HTTP status server error (500 Internal Server Error) for url (https://x)", "cut off",
+     "ServiceBusCommunicationError"),
+])
+def test_transient_storage_faults_are_told_apart_and_become_the_sdks_errors(text, kind, error):
+    from sbdelta._store.faults import transient_error, transient_fault
+
+    assert transient_fault(RuntimeError(text)) == kind
+    mapped = transient_error(RuntimeError(text), "receive from queue 'q'", tries=40)
+    assert type(mapped).__name__ == error
+    assert str(mapped).startswith("receive from queue 'q': ") and "after 40 attempts" in str(mapped)
+
+
+@pytest.mark.parametrize("text", [
+    # lasting failures, whatever else the text says
+    "Operation failed: \"This request is not authorized\", 403, AuthorizationPermissionMismatch",
+    "Generic LocalFileSystem error: No space left on device (os error 28), timed out",
+    # not the storage: a conflict, a guard, this process's JVM gone, numbers that are not HTTP
+    "[DELTA_CONCURRENT_APPEND] ConcurrentAppendException: Files were added to partition",
+    "SBDELTA_GUARD:STALE",
+    "py4j.protocol.Py4JNetworkError: An error occurred while trying to connect to the Java "
+    "server (127.0.0.1:41503): Connection refused",
+    "Cannot time travel Delta table to version 503. Available versions: [0, 429]",
+    "file part-00503-a.snappy.parquet",
+])
+def test_lasting_faults_and_other_failures_are_not_transient(text):
+    from sbdelta._store.faults import transient_fault
+
+    assert transient_fault(RuntimeError(text)) is None
+
+
+def test_retry_repeats_a_step_the_storage_failed_transiently_then_raises_the_sdks_error():
+    """The retry loop on real failures of a step (OSErrors as Python's file functions raise
+    them): two throttled attempts, then the step's answer; a step timing out every time ends,
+    after the policy's attempts, in OperationTimeoutError; a lasting failure is not repeated."""
+    import errno
+
+    from sbdelta._store.delta import RetryPolicy, retry, retry_counts, retry_policy
+    from sbdelta.exceptions import OperationTimeoutError, ServiceBusQuotaExceededError
+
+    calls = []
+
+    def throttled_twice():
+        calls.append(1)
+        if len(calls) <= 2:
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable", "/ns/x")
+        return "done"
+
+    def always(code, text):
+        def step():
+            calls.append(1)
+            raise OSError(code, text, "/ns/x")
+        return step
+
+    before = retry_counts["transient"]
+    with retry_policy(RetryPolicy(attempts=4, backoff=0.001, fixed=True)):
+        assert retry(throttled_twice, what="send to queue 'q'") == "done"
+        assert (len(calls), retry_counts["transient"] - before) == (3, 2)
+        calls.clear()
+        with pytest.raises(OperationTimeoutError, match="after 4 attempts"):
+            retry(always(errno.ETIMEDOUT, "Connection timed out"), what="receive")
+        assert len(calls) == 4
+        calls.clear()
+        with pytest.raises(ServiceBusQuotaExceededError):
+            retry(always(errno.ENOSPC, "No space left on device"), what="send")
+        assert len(calls) == 1
