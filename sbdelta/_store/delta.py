@@ -447,6 +447,35 @@ _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 _RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 
 
+#: Delta 4.2+ (and Databricks Runtime 18) refuses to read a table version older than its
+#: ``delta.deletedFileRetentionDuration`` unless this is false. sbdelta's own sessions set it
+#: (``sbdelta._spark``); a user's session may not, and a partition lagging longer than that
+#: must still read the inbox's change feed from its frontier (compaction never vacuums what a
+#: frontier still reads): :func:`inbox.inbox_range` reads with it off. Earlier Delta versions
+#: do not know it.
+TIME_TRAVEL_CHECK = ("spark.databricks.delta.vacuum."
+                     "enforceTimeTravelWithinDeletedFileRetentionDuration")
+
+
+@contextmanager
+def session_settings(spark, settings) -> Iterator[None]:
+    """Give the session ``settings`` (a mapping of Spark SQL settings) for the block, then put
+    back what it had. Settings it has already are not touched (a concurrent user of the
+    session never sees them change)."""
+    wanted = {key: value for key, value in settings.items() if spark.conf.get(key, None) != value}
+    previous = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False,
            engine=None) -> int:
     """VACUUM one table, keeping files removed less than ``retain_hours`` ago; returns the
@@ -464,17 +493,8 @@ def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False,
     if retain_hours < 168:
         # Delta refuses short retention unless told; the caller chose it knowingly.
         settings[_RETENTION_CHECK] = "false"
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with session_settings(spark, settings):
         found = spark.sql(f"VACUUM delta.`{path}` {retain} DRY RUN").count()
         if found and not dry_run:
             spark.sql(f"VACUUM delta.`{path}` {retain}").collect()
         return found
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deltalog, rs
-from .delta import find_commit, latest_snapshot, remove_files_quietly
+from .delta import (TIME_TRAVEL_CHECK, find_commit, latest_snapshot, remove_files_quietly,
+                    session_settings)
 from .layout import (FRONTIER, OPERATION_BOUND, case_by_pid, frontier_at, kept_frontier_sql,
                      pid_list, seq_sql, sequence_number, start_version)
 
@@ -41,10 +42,11 @@ def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, 
 
     pids = sorted(set(pids))
     frontier_case = case_by_pid({p: frontiers.get(p, -1) for p in pids}, default="-1")
-    rows = (store.spark.read.format("delta").option("readChangeFeed", "true")
-            .option("startingVersion", lo).option("endingVersion", hi)
-            .load(store.inbox_path)
-            .where(f"_change_type = 'insert' AND pid IN ({pid_list(pids)})")
+    with session_settings(store.spark, {TIME_TRAVEL_CHECK: "false"}):  # analysed here
+        feed = (store.spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", lo).option("endingVersion", hi)
+                .load(store.inbox_path))
+    rows = (feed.where(f"_change_type = 'insert' AND pid IN ({pid_list(pids)})")
             .withColumn("seq", F.expr(seq_sql()))
             .where(f"seq > {frontier_case}")
             # The inbox position: a subscription's copies of one message share it (TOPIC-5).
@@ -227,7 +229,9 @@ def frontiers_at(store, moment_ms: int) -> Optional[Dict[int, int]]:
     else:
         reader = reader.option("versionAsOf", version)  # the latest commit is older
     try:
-        rows = (reader.load(store.messages_path).where(f"kind = '{FRONTIER}'")
+        with session_settings(store.spark, {TIME_TRAVEL_CHECK: "false"}):  # as inbox_range
+            past = reader.load(store.messages_path)
+        rows = (past.where(f"kind = '{FRONTIER}'")
                 .select("pid", F.expr(kept_frontier_sql()).alias("seq")).collect())
     except Exception:  # noqa: BLE001 - an unreadable past only means: trim nothing
         return None

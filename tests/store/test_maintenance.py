@@ -15,7 +15,7 @@ import pytest
 from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
 from sbdelta._namespace import Namespace
-from sbdelta._store.delta import latest_version
+from sbdelta._store.delta import TIME_TRAVEL_CHECK, latest_version, session_settings
 from sbdelta._store import PING_CONTENT_TYPE
 from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 from sbdelta.maintenance import MIN_RETAIN_HOURS, compact, delete_idle_entities
@@ -293,6 +293,26 @@ def test_issue12_item5_part_4_a_partition_days_behind_still_receives_after_compa
     after = receiver.receive_messages(10)
     assert [str(m) for m in after] == ["after"]
     receiver.complete_messages(after)
+
+
+def test_issue17_a_spark_receive_reads_a_partition_lagging_past_the_retention_on_a_users_session(
+        spark, ns, admin, clock):
+    """Delta 4.2+ (and Databricks Runtime 18) refuses to read a table version older than the
+    table's ``delta.deletedFileRetentionDuration`` (7 days) unless the session turns the check
+    off; sbdelta's own sessions do, a user's may not. A partition lagging 8 days must still
+    read the inbox's change feed from its frontier: the Spark receive reads it with the check
+    off for that read only, and the session keeps its setting. (Delta 3.x and 4.0 have no such
+    check; the proof is the Delta 4.4 run of docs/testing.md.)"""
+    name = f"old{next(_names)}"
+    admin.create_queue(name)
+    with ServiceBusClient(ns, spark=spark, clock=clock, engine="spark") as client:
+        client.get_queue_sender(name).send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+        clock.advance(timedelta(days=8))
+        _age(_store(spark, ns, name).folder, 8 * 86400)
+        with session_settings(spark, {TIME_TRAVEL_CHECK: "true"}):  # as a user's session
+            got = client.get_queue_receiver(name, max_wait_time=0).receive_messages(10)
+            assert spark.conf.get(TIME_TRAVEL_CHECK) == "true"
+    assert [str(m) for m in got] == ["m0", "m1", "m2"]
 
 
 def test_issue12_item5_retention_below_the_floor_is_refused_before_anything_runs(
