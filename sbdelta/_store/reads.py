@@ -53,34 +53,36 @@ def peek(store, n: int, from_seq: int, now: datetime, where: str = "TRUE"):
 def peek_partitions(store, n: int, starts: Dict[int, int], now: datetime, where: str = "TRUE",
                     *, first: bool = False) -> Dict[int, list]:
     """:func:`peek` of several partitions: up to ``n`` messages of each partition ``p`` of
-    ``starts`` with sequence number >= ``starts[p]``. Through Spark every partition is read at
-    once (one query of the messages table, one of the inbox per window of commits), however
-    many there are; through delta-rs (milliseconds a read) one partition after the other, and
-    with ``first`` only until one has messages (the later ones are then not in the answer)."""
+    ``starts`` with sequence number >= ``starts[p]`` (every copy layer of a partition before
+    the next). Through Spark every partition is read at once (one query of the messages
+    table, one of the inbox per window of commits; one such pass per copy layer), however many
+    there are; through delta-rs (milliseconds a read) one partition after the other, and with
+    ``first`` only until one has messages (the later ones are then not in the answer)."""
     layers = len(getattr(store.admit, "copy_numbers", None) or ())
-    fast = store.engine.settles(store.messages_path)
-    found: Dict[int, list] = {}
-    todo = dict(starts)
-    while todo:
-        if fast:  # one partition at a time: stop at the first with messages when asked
-            got: Dict[int, list] = {}
-            for p in sorted(todo):
-                got.update(_peek_layer(store, n, {p: todo[p]}, where, fast))
-                if first and got[p]:
-                    break
-        else:
-            got = _peek_layer(store, n, todo, where, fast)
-        later = {}
-        for p in sorted(got):
-            layer = todo[p] >> COPY_SHIFT
-            if got[p] or layer >= layers:
-                found[p] = got[p]
-            else:  # the next copy layer
-                later[p] = ((layer + 1) << COPY_SHIFT) | (p << PID_SHIFT)
-        if first and any(found.values()):
-            return found
-        todo = later
+    if store.engine.settles(store.messages_path):
+        found: Dict[int, list] = {}
+        for p in sorted(starts):
+            todo: Optional[int] = starts[p]
+            while todo is not None:
+                found[p] = _peek_layer(store, n, {p: todo}, where, True)[p]
+                todo = None if found[p] else _next_layer(p, todo, layers)
+            if first and found[p]:
+                break
+        return found
+    found, pending = {}, dict(starts)
+    while pending:
+        got = _peek_layer(store, n, pending, where, False)
+        pending = {p: layer for p in got if not got[p]
+                   for layer in [_next_layer(p, pending[p], layers)] if layer is not None}
+        found.update((p, rows) for p, rows in got.items() if p not in pending)
     return found
+
+
+def _next_layer(p: int, start: int, layers: int) -> Optional[int]:
+    """Where the copy layer after ``start``'s begins in partition ``p``, or None after the
+    last (a subscription's action copies, TOPIC-5)."""
+    layer = start >> COPY_SHIFT
+    return ((layer + 1) << COPY_SHIFT) | (p << PID_SHIFT) if layer < layers else None
 
 
 def _peek_layer(store, n: int, starts: Dict[int, int], where: str, fast: bool

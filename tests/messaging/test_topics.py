@@ -389,3 +389,38 @@ def test_bad_input_is_refused_before_anything_is_written(client, admin, topic):
         client.get_topic_sender("no-such-topic")
     with pytest.raises(MessagingEntityNotFoundError):
         admin.delete_rule(t, "s", "no-such-rule")
+
+
+@pytest.mark.parametrize("engine", ["auto", "spark"])
+def test_topic_5_part_5_a_peek_past_empty_partitions_gives_a_partitions_copies_before_the_next(
+        engine, tmp_path, request):
+    """A peek that passes empty partitions (read at once through Spark, one by one through
+    delta-rs) gives a partition's action copies (TOPIC-5) before the next partition (PART-5):
+    a partition holding only a copy (its message matched only the rule with an action) shows
+    it first, then the next partition's original with its copy, then nothing."""
+    from sbdelta import ManualClock, ServiceBusClient
+    from sbdelta._store.layout import key_partition
+    from sbdelta.management import ServiceBusAdministrationClient
+
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    ns, clock = str(tmp_path / "ns"), ManualClock(START)
+    admin = ServiceBusAdministrationClient(ns, spark=spark, clock=clock, engine=engine)
+    admin.create_topic("t", enable_partitioning=True)
+    admin.create_subscription("t", "s", default_rule=RuleProperties(
+        "t", "s", "one", filter=SqlRuleFilter("n = 1")))
+    admin.create_rule("t", "s", "tag", filter=SqlRuleFilter("1 = 1"),
+                      action=SqlRuleAction("SET tag = 'x'"))
+    keys = {}
+    for i in range(300):  # a key of a late partition and one of a later one
+        keys.setdefault(key_partition(f"k{i}", 16), f"k{i}")
+    low, high = sorted(p for p in keys if p >= 9)[:2]
+    with ServiceBusClient(ns, spark=spark, clock=clock, engine=engine) as client:
+        client.get_topic_sender("t").send_messages(
+            [ServiceBusMessage(str(p), partition_key=keys[p],
+                               application_properties={"n": 2 if p == low else 1})
+             for p in (low, high)])
+        receiver = client.get_subscription_receiver("t", "s", max_wait_time=0)
+        pages = [[(str(m), m.application_properties.get("tag")) for m in
+                  receiver.peek_messages(10, sequence_number=0 if i == 0 else None)]
+                 for i in range(4)]
+    assert pages == [[(str(low), "x")], [(str(high), None), (str(high), "x")], [], []]
