@@ -462,10 +462,10 @@ def session_settings(spark, settings) -> Iterator[None]:
     """Give the session ``settings`` (a mapping of Spark SQL settings) for the block, then put
     back what it had. Settings it has already are not touched (a concurrent user of the
     session never sees them change)."""
-    wanted = {key: value for key, value in settings.items() if spark.conf.get(key, None) != value}
-    previous = {key: spark.conf.get(key, None) for key in wanted}
-    for key, value in wanted.items():
-        spark.conf.set(key, value)
+    current = {key: spark.conf.get(key, None) for key in settings}
+    previous = {key: current[key] for key, value in settings.items() if current[key] != value}
+    for key in previous:
+        spark.conf.set(key, settings[key])
     try:
         yield
     finally:
