@@ -81,12 +81,17 @@ def acquire(store, n: int, *, policy: Policy, now: Union[datetime, Callable[[], 
     session is held (SessionLockLostError otherwise).
     """
     clock = now if callable(now) else (lambda: now)
-    return retry(lambda: _acquire_once(store, n, policy, clock(), delete, as_rows, session),
+    if not _fast(store, n, as_rows):
+        # Start Spark (the session may be lazy) before the clock is first read: a JVM's
+        # start-up is no part of the time a lock is held.
+        store.spark.sparkContext
+    return retry(lambda: _acquire_once(store, n, policy, clock, delete, as_rows, session),
                  what=f"receive from {store.messages_path}")
 
 
-def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
+def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], delete: bool,
                   as_rows: bool, session: Optional[SessionHold] = None):
+    now = clock()
     guard = only = None
     if session is not None:
         guard = sessions.guard_rows(sessions.check_held(store, session, now, "receive"))
@@ -153,7 +158,10 @@ def _acquire_once(store, n: int, policy: Policy, now: datetime, delete: bool,
             return [], []
         return store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),))), []
 
-    lock = (Grant(lock_token_prefix(), now + policy.lock_duration) if session is None
+    # A lock runs from the time it is granted, read again after the reads that planned it (on
+    # a busy Spark they take seconds): the receiver gets the whole lock duration.
+    lock = (Grant(lock_token_prefix(), max(now, clock()) + policy.lock_duration)
+            if session is None
             else Grant(session.grant_prefix, session.locked_until,
                        tuple(session.session_ids), n - sum(take_old.values())))
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,

@@ -191,6 +191,39 @@ def test_recv_2_a_receive_that_lost_a_commit_race_times_its_locks_from_its_last_
     assert late.locked_until_utc == START + timedelta(seconds=50)
 
 
+@pytest.mark.parametrize("form", ["list", "dataframe"])
+def test_recv_2_a_lock_runs_its_whole_duration_from_when_it_is_granted(
+        client, queue, clock, monkeypatch, form):
+    """RECV-2: the reads that plan a receive can take seconds (on a busy or cold Spark: the
+    notebook test once got its DataFrame with the locks over), so the lock's time is read
+    again when it is granted, after them. The clock moves 20 s during the planning reads; the
+    message is then still held 45 s after the receive began, and settles."""
+    from sbdelta._store import receive as receive_module
+
+    q = queue(lock_duration=timedelta(seconds=30))
+    client.get_queue_sender(q).send_messages(ServiceBusMessage("a"))
+    original, calls = receive_module.partition_stats, []
+
+    def slow_stats(store, policy, now, only=None):
+        calls.append(now)
+        found = original(store, policy, now, only)
+        if len(calls) == 1:
+            clock.advance(timedelta(seconds=20))  # the planning reads took 20 s
+        return found
+
+    monkeypatch.setattr(receive_module, "partition_stats", slow_stats)
+    receiver = client.get_queue_receiver(q, max_wait_time=0)
+    if form == "list":
+        [got] = receiver.receive_messages(1)
+        assert got.locked_until_utc == START + timedelta(seconds=50)
+    else:
+        got = receiver.receive_dataframe(1)
+    assert calls[0] == START
+    clock.advance(timedelta(seconds=25))  # 45 s after the receive began: still held
+    assert receiver.complete_messages(got if form == "dataframe" else [got]) == 1
+    assert receiver.peek_messages(1, sequence_number=0) == []
+
+
 def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
     name = queue(lock_duration=timedelta(seconds=20))
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
