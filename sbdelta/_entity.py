@@ -251,7 +251,7 @@ class EntityResolver:
         if store is None:
             store = MessageStore(self._ns.spark, folder,
                                  PARTITION_COUNT if partitioned else 1, inbox=inbox,
-                                 engine=self._ns.engine)
+                                 engine=self._ns.engine, location=location)
             if topic:
                 store.ensure_topic_tables(what)
             else:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Optional
+from typing import Optional, Tuple
 
 from .._durations import expiry_sql
 from . import forward_rows
@@ -58,10 +58,16 @@ class Destination:
     key_by_message_id: bool  # PART-2: the destination detects duplicates
 
 
-def forwarding_id(store, dead_letters: bool = False) -> str:
-    """The idempotent-write app id of a source (its tables' folder: unique per incarnation)."""
-    digest = hashlib.sha1(store.folder.encode("utf-8")).hexdigest()[:20]
-    return f"sbdelta-fwd{'-dlq' if dead_letters else ''}:{digest}"
+def writer_ids(store, kind: str) -> Tuple[str, str]:
+    """The idempotent-write app ids of a mover of ``store``'s rows (``kind``: ``fwd``,
+    ``fwd-dlq`` or ``syphon``): the one it writes with, a digest of the store's location
+    below the namespace root (its entity path and incarnation: unique per incarnation, and
+    the same whichever URI a process gives the namespace by, so two movers naming it
+    ``abfss://...`` and ``/mnt/...``, or a copied namespace, append a range once); then the
+    one sbdelta wrote before, a digest of the absolute folder, read so that what it recorded
+    is not appended again."""
+    return tuple(f"sbdelta-{kind}:{hashlib.sha1(text.encode('utf-8')).hexdigest()[:20]}"
+                 for text in (store.location, store.folder))
 
 
 def txn_version(store, app_id: str) -> int:
@@ -69,6 +75,11 @@ def txn_version(store, app_id: str) -> int:
     A read of the snapshot's state, no Spark job once the snapshot is loaded."""
     found = latest_snapshot(store.spark, store.inbox_path)[1].transactions().get(app_id)
     return int(found.get()) if found.isDefined() else -1
+
+
+def done_version(store, ids: Tuple[str, ...]) -> int:
+    """The last version the store's inbox records for any of ``ids`` (:func:`writer_ids`)."""
+    return max(txn_version(store, app_id) for app_id in ids)
 
 
 def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bool = False,
@@ -192,9 +203,10 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
     """One range of versions: (messages forwarded, whether versions are left)."""
     from pyspark.sql import functions as F
 
-    app_id = forwarding_id(source)
+    ids = writer_ids(source, "fwd")
+    app_id = ids[0]
     if forward_rows.usable(source, dest):  # a local namespace: delta-rs, no Spark job
-        step = forward_rows.new_step(source, dest, policy, now, app_id, VERSION_WINDOW)
+        step = forward_rows.new_step(source, dest, policy, now, ids, VERSION_WINDOW)
         if step is not None:
             return step
     found = (source.messages()
@@ -203,7 +215,7 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
                      F.expr("unix_micros(locked_until)").alias("marked_at")).collect())
     current = {r.pid: r for r in found if r.kind == FRONTIER}
     tombstones = [r.k for r in found if r.kind == MSG]
-    done = txn_version(dest.store, app_id)
+    done = done_version(dest.store, ids)
     # 1. A range marked by a mover that stopped before its append landed: append it now, as
     #    that mover would have (the same rows, the same transaction version).
     marked = {p: r for p, r in current.items()
@@ -307,7 +319,8 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
     nothing is left to do."""
     from pyspark.sql import functions as F
 
-    app_id = forwarding_id(source, dead_letters)
+    ids = writer_ids(source, "fwd-dlq" if dead_letters else "fwd")
+    app_id = ids[0]
     m = source.messages()
     marked = m.where(f"kind = '{MSG}' AND state = '{FORWARDING}'")
     for found in (marked.groupBy(F.expr(_batch_id()).alias("b"))
@@ -316,7 +329,7 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
                   .collect()):
         rows = marked.where(f"{_batch_id()} = {sql_literal(found.b)}")
         pids = [r.pid for r in rows.select("pid").distinct().collect()]
-        if txn_version(dest.store, f"{app_id}:{found.b}") >= 0:  # appended: finish
+        if done_version(dest.store, tuple(f"{i}:{found.b}" for i in ids)) >= 0:  # appended
             apply_df(source, as_ops(rows, "delete").drop("_out"), pids, now)
             return 0
         if found.gone:  # its mover stopped without appending: give the rows back

@@ -43,9 +43,11 @@ def usable(source, dest) -> bool:
             and dest.store.engine.appends(dest.store.inbox_path))
 
 
-def new_step(source, dest, policy: Policy, now: datetime, app_id: str, window: int) -> Step:
+def new_step(source, dest, policy: Policy, now: datetime, ids: Tuple[str, ...],
+             window: int) -> Step:
     """One range of the source's new inbox versions forwarded (see :func:`.forward._new_step`,
-    whose protocol this is; at most ``window`` versions), or None when even one version
+    whose protocol this is; at most ``window`` versions; ``ids``: the source's
+    :func:`.forward.writer_ids`), or None when even one version
     holds more than ``LITERAL_ROWS`` rows, or the source's frontier and cancellation rows
     are more than that."""
     found = rs.select(source.messages_path,
@@ -55,7 +57,8 @@ def new_step(source, dest, policy: Policy, now: datetime, app_id: str, window: i
         return None
     current = {r["pid"]: r for r in found if r["kind"] == FRONTIER}
     tombstones = {r["k"] for r in found if r["kind"] == MSG}
-    done = rs.txn_version(dest.store.inbox_path, app_id)
+    app_id = ids[0]  # written with; the others read (.forward.writer_ids)
+    done = max(rs.txn_version(dest.store.inbox_path, i) for i in ids)
 
     # 1. A range marked by a mover that stopped before its append landed.
     marked = {p: r for p, r in current.items()

@@ -49,10 +49,13 @@ class MessageStore:
 
     def __init__(self, spark, folder: str, partitions: int, *, dead_letter: bool = False,
                  inbox: Optional[str] = None, admit: Optional[Callable] = None,
-                 engine: Optional[Engine] = None) -> None:
+                 engine: Optional[Engine] = None, location: Optional[str] = None) -> None:
         self.spark = spark
         self.engine = engine if engine is not None else resolve_engine()
         self.folder = folder
+        # The folder below the namespace root (the entity's path and incarnation): what names
+        # the store in other tables, the same whichever URI a process gives the root by.
+        self.location = folder if location is None else location
         self.partitions = partitions
         self.dead_letter = dead_letter
         self.owns_inbox = inbox is None and not dead_letter
@@ -63,7 +66,7 @@ class MessageStore:
 
     def dead_letter_store(self) -> "MessageStore":
         return MessageStore(self.spark, self.folder, self.partitions, dead_letter=True,
-                            engine=self.engine)
+                            engine=self.engine, location=self.location)
 
     def reading(self, admit: Optional[Callable]) -> "MessageStore":
         """This store seeing its inbox through ``admit`` (a subscription's current rules)."""

@@ -16,7 +16,7 @@ backlog inbox (the versions past the frontiers, at most :data:`VERSION_WINDOW`):
    and the targets that get rows (JSON, in the frontier rows' ``application_properties``), and
    registers the refused rows as dead letters (then moved to the dead-letter table).
 3. ONE append per target, with Delta's idempotent-write options: ``txnAppId`` = the backlog
-   queue's syphon id, ``txnVersion`` = the range's last version (frontiers only move forward,
+   queue's syphon id (:func:`syphon_ids`), ``txnVersion`` = the range's last version (frontiers only move forward,
    so versions grow for every target).
 
 The mark stays until the next step's commit replaces it. A step that finds a mark it did not
@@ -36,7 +36,6 @@ frontiers alone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -45,14 +44,14 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 from .apply import apply_df, to_source
 from .delta import retry
 from .literals import sql_literal
-from .forward import Destination, append_once, destination_rows, txn_version
+from .forward import Destination, append_once, destination_rows, done_version, writer_ids
 from .inbox import inbox_range
 from .layout import (CANCELLED, DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,
                      MAX_VERSION, MESSAGE_FIELDS, MSG, VERSION_SHIFT, frontier_at, key_sql, mark, marked_from, start_version,
                      version_of)
 
 __all__ = ["Target", "Refusal", "Hold", "Decision", "Moved", "Progress", "SESSION_ID_REQUIRED_REASON",
-           "MESSAGE_SIZE_EXCEEDED_REASON", "INVALID_ROW_REASON", "VERSION_WINDOW", "syphon_id", "move_backlog"]
+           "MESSAGE_SIZE_EXCEEDED_REASON", "INVALID_ROW_REASON", "VERSION_WINDOW", "syphon_ids", "move_backlog"]
 
 #: Backlog inbox versions one step covers at most (fewer when a destination would take more
 #: than one commit can number).
@@ -121,10 +120,10 @@ class Moved:
         self.steps += other.steps
 
 
-def syphon_id(store) -> str:
-    """The idempotent-write app id of a backlog queue (its folder: unique per incarnation)."""
-    digest = hashlib.sha1(store.folder.encode("utf-8")).hexdigest()[:20]
-    return f"sbdelta-syphon:{digest}"
+def syphon_ids(store) -> Tuple[str, str]:
+    """The idempotent-write app ids of a backlog queue (:func:`.forward.writer_ids`): the
+    first written with, both read."""
+    return writer_ids(store, "syphon")
 
 
 def _encode(decisions: Dict[str, Target]) -> str:
@@ -316,7 +315,7 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
     _commit(source, current, step_pids, {p: frontier_at(p, hi) for p in pids}, now,
             (marks, _encode(targets)) if targets else None, _union(late, dead))
     memo.finished = {}
-    app_id = syphon_id(source)
+    app_id = syphon_ids(source)[0]
     for path, d in sorted(targets.items()):
         store, refusal = reopen(path, d)
         if store is None or isinstance(refusal, Hold):  # changed since it was decided: the
@@ -388,11 +387,11 @@ def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved:
     last = {p: r for p, r in marked.items() if version_of(r.seq) == hi}
     targets = {path: d for path, d in _decode(
         next(iter(last.values())).application_properties).items() if isinstance(d, Target)}
-    app_id = syphon_id(source)
+    ids = syphon_ids(source)
     missing: Dict[str, Tuple[object, Optional[Refusal]]] = {}
     for path, d in sorted(targets.items()):
         store, refusal = reopen(path, d)
-        if store is None or txn_version(store, app_id) < hi:
+        if store is None or done_version(store, ids) < hi:
             missing[path] = (store, refusal)
     if not missing:
         return None
@@ -409,7 +408,7 @@ def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved:
         if refusal is not None:
             refused[path] = refusal
             continue
-        append_once(store, _target_rows(rows, path, targets[path], then), app_id, hi)
+        append_once(store, _target_rows(rows, path, targets[path], then), ids[0], hi)
         moved.moved[path] = moved.moved.get(path, 0) + rows.where(
             (F.col("_path") == path) & F.col("_reason").isNull()).count()
     if not refused:

@@ -13,6 +13,7 @@ import pytest
 
 from sbdelta import ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
+from sbdelta._names import EntityRef
 from sbdelta._namespace import Namespace
 from sbdelta._store import PID_SHIFT, forward as forward_module, rs
 from sbdelta.exceptions import ServiceBusInvalidOperationError
@@ -258,3 +259,29 @@ def test_fwd_2_a_range_one_engine_marked_is_appended_once_by_the_other(
     assert store.forward_new(target, policy, clock.now()) == 4
     assert movers[crashed][0].forward_new(movers[crashed][2], policy, clock.now()) == 0
     assert sorted(m.message_id for m in received(client, dest, 4)) == [f"m{i}" for i in range(4)]
+
+
+@pytest.mark.parametrize("engine", ["delta-rs", "spark"])
+def test_fwd_2_a_mover_naming_the_namespace_by_another_uri_does_not_forward_a_range_again(
+        admin, client, clock, ns, spark, tmp_path, engine):
+    """A mover's idempotent-write id names the source by its place in the namespace, not by
+    the URI a process gave the namespace: a mover reaching the same folder another way (here a
+    symbolic link; on Databricks a mount beside its abfss:// URI, or a copied namespace) finds
+    the range the sender forwarded, still marked, recorded, and appends nothing. Found when a
+    forwarding job on a copy of the stress test's namespace forwarded 50 messages again."""
+    hub, dest = name("hub"), name("dest")
+    admin.create_queue(dest, enable_partitioning=True)
+    admin.create_topic(hub, enable_partitioning=True)
+    admin.create_subscription(hub, "relay", forward_to=dest)
+    client.get_topic_sender(hub).send_messages(
+        [ServiceBusMessage(f"m{i}", message_id=f"m{i}") for i in range(3)])  # forwarded
+    alias = tmp_path / "alias"
+    alias.symlink_to(ns, target_is_directory=True)
+    resolver = _resolver(str(alias), spark, clock, engine)
+    source = resolver.resolve(EntityRef.subscription(hub, "relay"))
+    target = forward_module.Destination(resolver.queue(dest).store, None, False)
+    assert source.store.folder.startswith(f"file:{alias}/")  # another URI, the same tables
+    assert source.store.forward_new(target, source.policy, clock.now()) == 0
+    job = forward_messages(str(alias), entities=[hub], clock=clock, spark=spark)
+    assert job.totals()["forwarded"] == 0
+    assert sorted(m.message_id for m in received(client, dest, 3)) == ["m0", "m1", "m2"]
