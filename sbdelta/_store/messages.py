@@ -16,10 +16,10 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import (deadletter, expiry, forward, inbox, reads, receive, rs, rs_tables, schedule,
                sessions, settle)
-from .apply import apply_df, as_ops
+from .apply import apply_df, apply_rows, as_ops
 from ..exceptions import MessagingEntityNotFoundError
 from .codec import send_error
-from .delta import create_table, delta_log, latest_version, retry, run_guarded
+from .delta import LITERAL_ROWS, create_table, delta_log, latest_version, retry, run_guarded
 from .guards import GuardTripped
 from .literals import local_path, sql_literal
 from .deltalog import add_missing_columns, require_portable
@@ -340,13 +340,23 @@ class MessageStore:
     def purge_rows(self, read_rows, now: datetime) -> int:
         """Delete the rows ``read_rows()`` reads from this table, by revision: one guarded
         MERGE, redone from a fresh read when a receiver changed one of them meanwhile."""
+        from pyspark.sql import functions as F
+
         def step():
-            plan = as_ops(read_rows().select("pid", "k", "kind", "rev"), "purge") \
-                .drop("_out").localCheckpoint(eager=True)
-            pids = sorted(r.pid for r in plan.select("pid").distinct().collect())
-            if pids:
-                apply_df(self, plan, pids, now)
-            return plan.count()
+            keys = read_rows().select("pid", "k", "kind", "rev")
+            # Most runs find none or few: one job reads them, and they go as literal rows.
+            found = keys.limit(LITERAL_ROWS + 1).collect()
+            if len(found) <= LITERAL_ROWS:
+                if found:
+                    apply_rows(self, [dict(r.asDict(), _op="purge", _rev=r.rev) for r in found],
+                               sorted({r.pid for r in found}), now)
+                return len(found)
+            plan = as_ops(keys, "purge").drop("_out").localCheckpoint(eager=True)
+            counts = {r.pid: r.n for r in plan.groupBy("pid").agg(
+                F.count(F.lit(1)).alias("n")).collect()}  # the partitions and the count: one job
+            if counts:
+                apply_df(self, plan, sorted(counts), now)
+            return sum(counts.values())
 
         return retry(step, what=f"purge {self.messages_path}")
 

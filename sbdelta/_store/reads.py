@@ -340,11 +340,10 @@ def frontiers(store) -> Dict[int, int]:
 def kept_frontiers(store) -> Dict[int, int]:
     """Each partition's frontier as maintenance must see it: a forwarding source's frontier
     before the forwarder's last range (that range may still be on its way to the destination,
-    :mod:`.forward`); -1 where nothing was registered yet."""
-    from pyspark.sql import functions as F
-
-    found = {r.pid: r.f for r in store.messages().where(f"kind = '{FRONTIER}'")
-             .select("pid", F.expr(kept_frontier_sql()).alias("f")).collect()}
+    :mod:`.forward`); -1 where nothing was registered yet. Read by delta-rs when the
+    store's engine gives it the table (as :func:`frontiers`)."""
+    found = {r.pid: r.f for r in query(
+        store, f"SELECT pid, {kept_frontier_sql()} AS f FROM {{M}} WHERE kind = '{FRONTIER}'")}
     return {p: found.get(p, -1) for p in range(store.partitions)}
 
 

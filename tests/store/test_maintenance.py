@@ -16,7 +16,7 @@ from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbdelta._entity import EntityResolver
 from sbdelta._namespace import Namespace
 from sbdelta._store.delta import TIME_TRAVEL_CHECK, latest_version, session_settings
-from sbdelta._store import PING_CONTENT_TYPE
+from sbdelta._store import PING_CONTENT_TYPE, messages as messages_module
 from sbdelta.exceptions import MessagingEntityNotFoundError, ServiceBusInvalidOperationError
 from sbdelta.maintenance import MIN_RETAIN_HOURS, compact, delete_idle_entities
 from sbdelta.management import ServiceBusAdministrationClient, SqlRuleFilter
@@ -57,8 +57,13 @@ def _age(uri, seconds):
             os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
 
 
+@pytest.mark.parametrize("purge", ["literal", "checkpointed"])
 def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, admin, client,
-                                                                   clock):
+                                                                   clock, monkeypatch, purge):
+    """``purge``: the rows to purge go to the MERGE as literal rows (up to LITERAL_ROWS of
+    them, what most runs find), or, more than that, as a checkpointed plan (forced here)."""
+    if purge == "checkpointed":
+        monkeypatch.setattr(messages_module, "LITERAL_ROWS", 1)
     name = f"c{next(_names)}"
     admin.create_queue(name, requires_duplicate_detection=True, lock_duration=timedelta(minutes=5),
                        duplicate_detection_history_time_window=timedelta(minutes=1))

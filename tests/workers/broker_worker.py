@@ -10,6 +10,8 @@ number.
     python -m tests.workers.broker_worker send <namespace> <queues> <log> <count> <batch>
         (sends <count> messages to each queue, <batch> per send, the queues in turn)
     python -m tests.workers.broker_worker receive <namespace> <queues> <log> <stop_after> <batch>
+        [<max_idle_pause>]  (seconds an idle receiver waits at most; its pause doubles from
+        0.2 s while it finds nothing; default 0.2)
     python -m tests.workers.broker_worker chaos <namespace> <queues> <log> <batch>
     python -m tests.workers.broker_worker maintain <namespace> <queues> <log>
         (runs the expiry sweep, the forwarding job and compaction in turn until <log>.stop
@@ -26,6 +28,10 @@ import os
 import sys
 import time
 
+
+#: A receiver that found nothing waits this long before it looks again (doubling, while it
+#: finds nothing, up to its ``max_idle_pause`` argument: default no doubling).
+IDLE_PAUSE = 0.2
 
 #: The load run (tests/multiprocess/load.py) kills nobody and logs 200k lines: no fsync there.
 FSYNC = not os.environ.get("SBDELTA_TEST_NO_FSYNC")
@@ -122,7 +128,9 @@ def main(argv, spark=None):
         receivers = {q: _receiver(client, admin, q) for q in queues}
         if mode == "receive":
             stop_after, batch = float(argv[4]), int(argv[5])
+            max_pause = float(argv[6]) if len(argv) > 6 else IDLE_PAUSE
             deadline = time.monotonic() + stop_after
+            pause = IDLE_PAUSE
             while time.monotonic() < deadline:
                 idle = True
                 for q, (receiver, lock) in receivers.items():
@@ -152,7 +160,12 @@ def main(argv, spark=None):
                 if idle:
                     if os.path.exists(log_path + ".stop"):
                         break
-                    time.sleep(0.2)
+                    # Idle: look again ever less often (up to max_pause), so that a drained
+                    # receiver does not take the CPU the busy ones (and their JVMs) need.
+                    time.sleep(pause)
+                    pause = min(max_pause, pause * 2)
+                else:
+                    pause = IDLE_PAUSE
             _log(log, event="engine", jvm=_jvm_started())
             return
         if mode == "chaos":
