@@ -107,37 +107,51 @@ def sweep(store, policy: Policy, now: datetime, *, batch: int = DEFAULT_BATCH,
 
 
 def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool):
+    """One batch of registered messages. One read of ``messages`` tallies, per partition,
+    the messages due (free and expired, or at the delivery limit) and the half-done
+    dead-letter moves: when nothing is due (most sweeps) that is the sweep's only Spark job.
+    Otherwise up to ``batch`` of them are checkpointed, tallied (the report counts what the
+    MERGE was given) and handled in one apply MERGE."""
     from pyspark.sql import functions as F
 
     _, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
     over = over_limit_sql(policy, dead_letter=store.dead_letter)
+    due = f"({action}) AND state <> '{DEADLETTERING}'"
+    moving = f"kind = '{MSG}' AND state = '{DEADLETTERING}'"
     m = store.messages()
-    act = m.where(f"{action} AND state <> '{DEADLETTERING}'")
-    if not dry_run:
-        act = act.orderBy("pid", "seq").limit(batch).localCheckpoint(eager=True)
-    tally = act.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.expr(f"CASE WHEN {over} THEN 1 ELSE 0 END")).alias("o"),
-        F.sum(F.expr(f"CASE WHEN NOT ({over}) AND {expired} THEN 1 ELSE 0 END")).alias("e"),
-    ).collect()[0]
-    moving = m.where(f"kind = '{MSG}' AND state = '{DEADLETTERING}'")
-    pending = {r.pid: r.n for r in moving.groupBy("pid").agg(F.count(F.lit(1)).alias("n"))
-               .collect()}
-    counts = SweepCounts(max_delivery_dead_lettered=tally.o or 0,
-                         unfinished_moves=sum(pending.values()))
+
+    def tally(rows, where: str = "TRUE"):
+        """Per partition: rows due, over the limit, expired (not over), half-moved."""
+        def n(cond: str):
+            return F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END"))
+
+        return {r.pid: r for r in rows.groupBy("pid").agg(
+            n(f"({where})").alias("n"), n(f"({where}) AND ({over})").alias("o"),
+            n(f"({where}) AND NOT ({over}) AND {expired}").alias("e"),
+            n(moving).alias("moving")).collect()}
+
+    found = tally(m.where(f"({due}) OR ({moving})"), due)
+    pending = {p for p, r in found.items() if r.moving}
+    unfinished = sum(r.moving for r in found.values())
+    done = found
+    if not dry_run and any(r.n for r in found.values()):
+        act = m.where(due).orderBy("pid", "seq").limit(batch).localCheckpoint(eager=True)
+        done = tally(act)
+        apply_df(store, expiry_ops(policy, act).drop("_out"), set(done) | pending, now)
+    n = sum(r.n for r in done.values())
+    o = sum(r.o for r in done.values())
+    e = sum(r.e for r in done.values())
+    counts = SweepCounts(max_delivery_dead_lettered=o, unfinished_moves=unfinished)
     if policy.dead_letter_on_expiration:
-        counts.expired_dead_lettered = tally.e or 0
+        counts.expired_dead_lettered = e
     else:
-        counts.expired_dropped = tally.e or 0
+        counts.expired_dropped = e
     if dry_run:
         return counts, False
-    pids = set(pending)
-    if tally.n:
-        pids |= {r.pid for r in act.select("pid").distinct().collect()}
-        apply_df(store, expiry_ops(policy, act).drop("_out"), pids, now)
+    pids = set(done if n else ()) | pending
     if pids and not store.dead_letter:
         store.move_dead_letters(pids, now)
-    return counts, tally.n >= batch
+    return counts, n >= batch
 
 
 def _inbox_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool):

@@ -83,8 +83,9 @@ def acquire(store, n: int, *, policy: Policy, now: Union[datetime, Callable[[], 
     clock = now if callable(now) else (lambda: now)
     if not _fast(store, n, as_rows):
         # Start Spark (the session may be lazy) before the clock is first read: a JVM's
-        # start-up is no part of the time a lock is held.
-        store.spark.sparkContext
+        # start-up is no part of the time a lock is held. (``version``: any session has it,
+        # a Spark Connect one too.)
+        store.spark.version  # noqa: B018
     return retry(lambda: _acquire_once(store, n, policy, clock, delete, as_rows, session),
                  what=f"receive from {store.messages_path}")
 
