@@ -58,16 +58,16 @@ class Destination:
     key_by_message_id: bool  # PART-2: the destination detects duplicates
 
 
-def writer_ids(store, kind: str) -> Tuple[str, str]:
+def writer_ids(store, kind: str) -> Tuple[str, ...]:
     """The idempotent-write app ids of a mover of ``store``'s rows (``kind``: ``fwd``,
     ``fwd-dlq`` or ``syphon``): the one it writes with, a digest of the store's location
     below the namespace root (its entity path and incarnation: unique per incarnation, and
     the same whichever URI a process gives the namespace by, so two movers naming it
     ``abfss://...`` and ``/mnt/...``, or a copied namespace, append a range once); then the
     one sbdelta wrote before, a digest of the absolute folder, read so that what it recorded
-    is not appended again."""
+    is not appended again (one id when the store was not given a location)."""
     return tuple(f"sbdelta-{kind}:{hashlib.sha1(text.encode('utf-8')).hexdigest()[:20]}"
-                 for text in (store.location, store.folder))
+                 for text in dict.fromkeys((store.location, store.folder)))
 
 
 def txn_version(store, app_id: str) -> int:

@@ -16,8 +16,8 @@ backlog inbox (the versions past the frontiers, at most :data:`VERSION_WINDOW`):
    and the targets that get rows (JSON, in the frontier rows' ``application_properties``), and
    registers the refused rows as dead letters (then moved to the dead-letter table).
 3. ONE append per target, with Delta's idempotent-write options: ``txnAppId`` = the backlog
-   queue's syphon id (:func:`syphon_ids`), ``txnVersion`` = the range's last version (frontiers only move forward,
-   so versions grow for every target).
+   queue's syphon id (:func:`syphon_ids`), ``txnVersion`` = the range's last version
+   (frontiers only move forward, so versions grow for every target).
 
 The mark stays until the next step's commit replaces it. A step that finds a mark it did not
 finish itself checks each marked target's transaction version; only when one lacks the range
@@ -120,7 +120,7 @@ class Moved:
         self.steps += other.steps
 
 
-def syphon_ids(store) -> Tuple[str, str]:
+def syphon_ids(store) -> Tuple[str, ...]:
     """The idempotent-write app ids of a backlog queue (:func:`.forward.writer_ids`): the
     first written with, both read."""
     return writer_ids(store, "syphon")
