@@ -182,6 +182,35 @@ def test_pair_7_a_move_stopped_by_a_storage_fault_is_finished_by_the_next_run_ex
         (f"q3-{i}", "MessagingEntityNotFound", "q3") for i in range(3)]
 
 
+def test_pair_7_a_syphon_naming_the_secondary_by_another_uri_finishes_a_move_once(
+        spark, paired, clock, tmp_path):
+    """A move stopped after its first destination's append is finished by a syphon that
+    reaches the secondary another way (a symbolic link here; a mount beside an abfss:// URI
+    on Databricks): the backlog queue's syphon id names it by its folder below the
+    secondary's root, so the second syphon finds what the first appended and appends only
+    the rest (the forwarding side: test_forwarding's test of the same name)."""
+    primary, secondary, admin, backlog = paired
+    for name in ("q1", "q2"):
+        admin.create_queue(name)
+    syphon = Syphon(primary, secondary, spark=spark, clock=clock)
+    park(spark, clock, secondary, backlog, [(ServiceBusMessage(f"{q}-w"), q) for q in ("q1", "q2")])
+    assert syphon.drain().moved == {"q1": 1, "q2": 1}  # the destinations' tables open
+    park(spark, clock, secondary, backlog,
+         [(ServiceBusMessage(f"{q}-{i}", message_id=f"{q}-{i}"), q)
+          for i in range(3) for q in ("q1", "q2")])
+    back = _move_away(primary, "q2")  # the move stops after q1's append
+    with pytest.raises(ServiceBusCommunicationError, match="Nothing is lost"):
+        syphon.drain()
+    back()
+    alias = tmp_path / "secondary-alias"
+    alias.symlink_to(secondary, target_is_directory=True)
+    assert Syphon(primary, str(alias), spark=spark, clock=clock).drain().moved == {"q2": 3}
+    with ServiceBusClient(primary, spark=spark, clock=clock) as home:
+        for q in ("q1", "q2"):
+            got = home.get_queue_receiver(q, max_wait_time=0).receive_messages(10)
+            assert sorted(str(m) for m in got) == [f"{q}-{i}" for i in range(3)] + [f"{q}-w"]
+
+
 def test_pair_8_a_paired_clients_own_syphon_moves_messages_and_stops_when_it_closes(
         spark, paired, clock):
     primary, secondary, admin, backlog = paired
