@@ -30,9 +30,10 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
     """Copy the DEADLETTERING rows of ``pids`` into the dead-letter table, then remove them.
 
     ``copy_only`` stops after step 2, as a crash between the two commits would (tests).
-    Returns how many rows were moved. Where settlements go through delta-rs
-    (:meth:`.engines.Engine.settles`) a move of up to LITERAL_ROWS rows does too (a read and two
-    MERGEs, no Spark job); a larger one, or any other, through Spark.
+    Returns how many rows were moved. A move of up to LITERAL_ROWS rows is a read and two
+    MERGEs of literal rows: through delta-rs where settlements go there
+    (:meth:`.engines.Engine.settles`, no Spark job), else one Spark job reads them and the
+    MERGEs take them as a literal relation. A larger move reads them into a checkpoint.
     """
     pids = sorted(set(pids))
     dlq = store.dead_letter_store()
@@ -49,12 +50,17 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
     def step():
         from pyspark.sql import functions as F
 
-        found = (rs.select(store.messages_path, where, LITERAL_ROWS + 1)
-                 if store.engine.settles(store.messages_path) else None)
-        if found is not None and len(found) <= LITERAL_ROWS:
+        # Most moves are a few rows: one read (delta-rs, or one Spark job) and literal MERGEs.
+        if store.engine.settles(store.messages_path):
+            found = rs.select(store.messages_path, where, LITERAL_ROWS + 1)
+        else:
+            found = [r.asDict() for r in
+                     store.messages().where(where).limit(LITERAL_ROWS + 1).collect()]
+        if len(found) <= LITERAL_ROWS:
             return small_step(found) if found else 0
         rows = store.messages().where(where).limit(100000).localCheckpoint(eager=True)
-        if rows.isEmpty():
+        moved = rows.count()
+        if not moved:  # moved by someone else since the read above
             return 0
         copy = (rows.withColumn("state", F.lit(ACTIVE))
                 .withColumn("lock_token", F.lit(None).cast("string"))
@@ -64,10 +70,9 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
                 .withColumn("_op", F.lit("insert")))
         copy = to_source(copy).drop("_out")
         merge(store.spark, dlq.messages_path, copy, insert_missing(pids).spark_clauses())
-        if copy_only:
-            return rows.count()
-        apply_df(store, as_ops(rows, "delete").drop("_out"), pids, now)
-        return rows.count()
+        if not copy_only:
+            apply_df(store, as_ops(rows, "delete").drop("_out"), pids, now)
+        return moved
 
     return retry(step, what=f"dead-letter move in {store.messages_path}")
 

@@ -24,9 +24,9 @@ from .guards import GuardTripped
 from .literals import local_path, sql_literal
 from .deltalog import add_missing_columns, require_portable
 from .engines import Engine, resolve_engine
-from .layout import (CANCELLED, DEDUP, INBOX_COLUMNS, INBOX_NAMES, INBOX_PROPERTIES, LOG_FILE,
-                     MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG, OPERATION_BOUND, SESSION,
-                     case_by_pid, key_partition)
+from .layout import (CANCELLED, COMPLETED, DEADLETTERING, DEDUP, INBOX_COLUMNS, INBOX_NAMES,
+                     INBOX_PROPERTIES, LOG_FILE, MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG,
+                     OPERATION_BOUND, SESSION, case_by_pid, key_partition)
 from .locks import Policy, conditions
 from .reads import Counts
 from .schema import FOREIGN_FEATURES, ddl, tblproperties
@@ -323,35 +323,79 @@ class MessageStore:
         from pyspark.sql import functions as F
 
         m = self.messages()
-        case = case_by_pid(frontiers, default="-1")
-        tombstones = m.where(f"kind = '{MSG}' AND state = '{CANCELLED}' AND seq <= {case}")
-        history = m.where(f"kind = '{DEDUP}' "
-                          f"AND dedup_until <= {sql_literal(now - OPERATION_BOUND)}")
+        history = m.where(f"kind = '{DEDUP}' AND {self._dead_sql({}, now, DEDUP)}")
         pending = inbox.pending_ids(self, frontiers)
         if pending is not None and not history.isEmpty():
             history = history.join(
                 pending, F.expr("pid = _pid AND message_id = _mid AND _enq < dedup_until"),
                 "left_anti")
-        bound = sql_literal(now - OPERATION_BOUND)
-        idle_sessions = m.where(f"kind = '{SESSION}' AND application_properties IS NULL "
-                                f"AND (locked_until IS NULL OR locked_until <= {bound})")
-        return tombstones.unionByName(history).unionByName(idle_sessions)
+        return (m.where(f"kind = '{MSG}' AND {self._dead_sql(frontiers, now, MSG)}")
+                .unionByName(history)
+                .unionByName(m.where(f"kind = '{SESSION}' AND "
+                                     f"{self._dead_sql(frontiers, now, SESSION)}")))
 
-    def purge_rows(self, read_rows, now: datetime) -> int:
+    def dead_keys(self, frontiers: Dict[int, int], now: datetime,
+                  live_sources: Optional[Sequence[Tuple[int, str]]] = None) -> Optional[list]:
+        """The keys (``pid``, ``k``, ``kind``, ``rev``) of :meth:`dead_rows`, read without Spark
+        (DataFusion over the local table) where the store's engine settles its tables with
+        delta-rs; None elsewhere, and when duplicate-detection history is due (whether an
+        unregistered inbox row still needs it is a join over the inbox's change feed, which
+        :meth:`dead_rows` makes). ``live_sources``: for a dead-letter table, the source's
+        DEADLETTERING keys (:meth:`deadlettering_keys`)."""
+        if not self.engine.settles(self.messages_path):
+            return None
+        if self.dead_letter:
+            live = set(live_sources or ())
+            return [r for r in reads.query(
+                        self, f"SELECT pid, k, kind, rev FROM {{M}} "
+                              f"WHERE kind = '{MSG}' AND state = '{COMPLETED}'")
+                    if (r.pid, r.k) not in live]
+        found = reads.query(self, "SELECT pid, k, kind, rev FROM {M} WHERE " + " OR ".join(
+            f"(kind = '{kind}' AND {self._dead_sql(frontiers, now, kind)})"
+            for kind in (MSG, DEDUP, SESSION)))
+        if any(r.kind == DEDUP for r in found):
+            return None
+        return found
+
+    def deadlettering_keys(self) -> Optional[List[Tuple[int, str]]]:
+        """(pid, k) of the rows marked DEADLETTERING, read without Spark where
+        :meth:`dead_keys` can be (else None)."""
+        if not self.engine.settles(self.messages_path):
+            return None
+        return [(r.pid, r.k) for r in reads.query(
+            self, f"SELECT pid, k FROM {{M}} WHERE kind = '{MSG}' AND state = '{DEADLETTERING}'")]
+
+    @staticmethod
+    def _dead_sql(frontiers: Dict[int, int], now: datetime, kind: str) -> str:
+        """The condition on rows of ``kind`` that makes them dead (see :meth:`dead_rows`)."""
+        bound = sql_literal(now - OPERATION_BOUND)
+        if kind == MSG:
+            return f"state = '{CANCELLED}' AND seq <= {case_by_pid(frontiers, default='-1')}"
+        if kind == DEDUP:
+            return f"dedup_until <= {bound}"
+        return (f"application_properties IS NULL "
+                f"AND (locked_until IS NULL OR locked_until <= {bound})")
+
+    def purge_rows(self, read_rows, now: datetime, read_keys=None) -> int:
         """Delete the rows ``read_rows()`` reads from this table, by revision: one guarded
-        MERGE, redone from a fresh read when a receiver changed one of them meanwhile."""
+        MERGE, redone from a fresh read when a receiver changed one of them meanwhile.
+        ``read_keys()``, when given, reads their keys without Spark (None: it cannot)."""
         from pyspark.sql import functions as F
 
         def step():
-            keys = read_rows().select("pid", "k", "kind", "rev")
-            # Most runs find none or few: one job reads them, and they go as literal rows.
-            found = keys.limit(LITERAL_ROWS + 1).collect()
+            found = read_keys() if read_keys is not None else None
+            if found is None:
+                # Most runs find none or few: one job reads them, and they go as literal rows.
+                found = read_rows().select("pid", "k", "kind", "rev").limit(
+                    LITERAL_ROWS + 1).collect()
             if len(found) <= LITERAL_ROWS:
                 if found:
-                    apply_rows(self, [dict(r.asDict(), _op="purge", _rev=r.rev) for r in found],
+                    apply_rows(self, [dict(pid=r.pid, k=r.k, kind=r.kind, rev=r.rev,
+                                           _op="purge", _rev=r.rev) for r in found],
                                sorted({r.pid for r in found}), now)
                 return len(found)
-            plan = as_ops(keys, "purge").drop("_out").localCheckpoint(eager=True)
+            plan = as_ops(read_rows().select("pid", "k", "kind", "rev"),
+                          "purge").drop("_out").localCheckpoint(eager=True)
             counts = {r.pid: r.n for r in plan.groupBy("pid").agg(
                 F.count(F.lit(1)).alias("n")).collect()}  # the partitions and the count: one job
             if counts:

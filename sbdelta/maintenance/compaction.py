@@ -146,12 +146,23 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
     def dead_in_dlq():
         return dlq.dead_rows({}, ns.clock.now(), live_sources())
 
+    # On a local namespace the keys are read without Spark (DataFusion), where they can be.
+    def dead_keys_here():
+        return store.dead_keys(store.kept_frontiers(), ns.clock.now())
+
+    def dead_keys_in_dlq():
+        live = store.deadlettering_keys()
+        return None if live is None else dlq.dead_keys({}, ns.clock.now(), live)
+
     if dry_run:
-        result.tombstones_purged = dead_here().count()
-        result.dead_letter_tombstones_purged = dead_in_dlq().count()
+        here, there = dead_keys_here(), dead_keys_in_dlq()
+        result.tombstones_purged = len(here) if here is not None else dead_here().count()
+        result.dead_letter_tombstones_purged = (len(there) if there is not None
+                                                else dead_in_dlq().count())
     else:
-        result.tombstones_purged = store.purge_rows(dead_here, now)
-        result.dead_letter_tombstones_purged = dlq.purge_rows(dead_in_dlq, now)
+        result.tombstones_purged = store.purge_rows(dead_here, now, dead_keys_here)
+        result.dead_letter_tombstones_purged = dlq.purge_rows(dead_in_dlq, now,
+                                                              dead_keys_in_dlq)
         for path in (store.messages_path, dlq.messages_path):
             removed, added = optimize(ns.spark, path, ns.engine)
             result.files_compacted += removed

@@ -61,9 +61,14 @@ def _age(uri, seconds):
 def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, admin, client,
                                                                    clock, monkeypatch, purge):
     """``purge``: the rows to purge go to the MERGE as literal rows (up to LITERAL_ROWS of
-    them, what most runs find), or, more than that, as a checkpointed plan (forced here)."""
+    them, what most runs find), or, more than that, as a checkpointed plan (forced here).
+    The literal run compacts on the default engine, which reads the dead-letter table's
+    tombstones through DataFusion (the messages table's duplicate-detection history needs
+    Spark's join with the unregistered inbox rows); the checkpointed one under the engine
+    ``spark``, which reads both through Spark."""
     if purge == "checkpointed":
         monkeypatch.setattr(messages_module, "LITERAL_ROWS", 1)
+        monkeypatch.setenv("SBDELTA_ENGINE", "spark")  # the compaction's (the clients exist)
     name = f"c{next(_names)}"
     admin.create_queue(name, requires_duplicate_detection=True, lock_duration=timedelta(minutes=5),
                        duplicate_detection_history_time_window=timedelta(minutes=1))
