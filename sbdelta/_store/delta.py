@@ -344,13 +344,17 @@ def optimize(spark, path: str, engine=None) -> Tuple[int, int]:
 
     Retried when a concurrent writer removed a file it was compacting. Where ``engine`` (an
     :class:`~sbdelta._store.engines.Engine`) lets delta-rs read the table, a table with at
-    most one file per partition is left alone without a Spark job.
+    most one file per partition is left alone without a Spark job; where it lets delta-rs
+    commit to it, delta-rs compacts it (no Spark job; retried when any commit but an append
+    landed meanwhile), else Spark's OPTIMIZE.
     """
-    from . import rs
+    from . import rs, rs_tables
 
     if (engine is not None and engine.reads(path)
-            and rs.most_files_in_a_partition(path) in (0, 1)):
+            and rs_tables.most_files_in_a_partition(path) in (0, 1)):
         return 0, 0  # one file per partition at most: nothing to bin-pack, no Spark job
+    if engine is not None and engine.settles(path):
+        return retry(lambda: rs.optimize(path), what=f"optimize {path}")
 
     def step():
         rows = spark.sql(f"OPTIMIZE delta.`{path}`").collect()
@@ -483,10 +487,10 @@ def vacuum(spark, path: str, retain_hours: float, *, dry_run: bool = False,
     finds nothing to delete in is left alone (Spark's own dry run rebuilds the snapshot and
     lists every file: most of a compaction round's time when nothing is old enough); ``engine``
     says whether delta-rs may look (as for :func:`optimize`)."""
-    from . import rs
+    from . import rs_tables
 
     if (engine is not None and engine.reads(path)
-            and rs.vacuum_candidates(path, retain_hours) == 0):
+            and rs_tables.vacuum_candidates(path, retain_hours) == 0):
         return 0
     retain = f"RETAIN {retain_hours:g} HOURS"
     settings = {_RETENTION_WINDOW_IGNORE: "false"}

@@ -25,12 +25,11 @@ import functools
 import importlib.util
 import json
 import logging
-import math
 import os
 import re
 import threading
 import uuid
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -125,7 +124,9 @@ def _writing(path: str) -> Iterator[Tuple[str, object]]:
         raise
 
 
-def _table(path: str):
+def table_at(path: str):
+    """The local table ``path`` at its latest version (this thread's open copy), None when
+    ``path`` is not local."""
     local = local_table(path)
     if local is None:
         return None
@@ -136,7 +137,7 @@ def table_ready(path: str, columns: Sequence[str], foreign: Sequence[str]) -> bo
     """Whether the local table ``path`` exists, has every column of ``columns`` and none of
     the writer features ``foreign``; False when it lacks any, or delta-rs cannot say."""
     try:
-        table = _table(path)
+        table = table_at(path)
         if table is None:
             return False
         features = table.protocol().writer_features or []
@@ -151,7 +152,7 @@ def table_ready(path: str, columns: Sequence[str], foreign: Sequence[str]) -> bo
 def rows(path: str) -> Optional[List[dict]]:
     """Every row of the table's latest version, or None."""
     try:
-        table = _table(path)
+        table = table_at(path)
         return None if table is None else table.to_pyarrow_table().to_pylist()
     except Exception as exc:  # noqa: BLE001 - Spark reads it instead
         log.debug("delta-rs read of %s failed: %s", path, exc)
@@ -162,7 +163,7 @@ def select(path: str, where: str, limit: int) -> Optional[List[dict]]:
     """Up to ``limit`` rows of the table's latest version where ``where`` (Spark SQL as sbdelta
     writes it) holds, or None when delta-rs cannot answer."""
     try:
-        table = _table(path)
+        table = table_at(path)
         if table is None:
             return None
         import pyarrow as pa
@@ -192,7 +193,7 @@ def partition_stats(path: str, claimable: str, action: str, frontier_kind: str,
     how many rows ``claimable`` and ``action`` (SQL both engines read, :mod:`.locks`) hold
     for, and how many cancellation tombstones it has. None when delta-rs cannot answer."""
     try:
-        table = _table(path)
+        table = table_at(path)
         if table is None:
             return None
         import pyarrow as pa
@@ -221,7 +222,7 @@ def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
     needing fewer rows than the versions read hold reads only the versions it needs
     (:func:`.inbox.scan_inbox`). Counted in Arrow, not per row in Python."""
     try:
-        table = _table(path)
+        table = table_at(path)
         if table is None or not frontiers:
             return None
         import pyarrow as pa
@@ -309,35 +310,20 @@ def query(path: str, sql: str) -> List[dict]:
     return pa.table(builder.execute(translate(sql)).read_all()).to_pylist()
 
 
-def vacuum_candidates(path: str, retain_hours: float) -> Optional[int]:
-    """How many files a VACUUM keeping ``retain_hours`` could delete: files the table no longer
-    references, or never did, older than that (whole hours, rounded down, so never fewer than
-    Spark would find). None when delta-rs cannot say."""
-    try:
-        table = _table(path)
-        if table is None:
-            return None
-        return len(table.vacuum(retention_hours=int(math.floor(retain_hours)), dry_run=True,
-                                enforce_retention_duration=False, full=True))
-    except Exception as exc:  # noqa: BLE001 - Spark decides instead
-        log.debug("delta-rs vacuum dry run of %s failed: %s", path, exc)
-        return None
+def optimize(path: str) -> Tuple[int, int]:
+    """Bin-pack the small files of the local table ``path`` (delta-rs's ``optimize.compact``:
+    per partition, keeping the rows' order) in one commit that changes no data; returns (files
+    removed, files added). Only for tables the engine lets delta-rs settle.
 
-
-def most_files_in_a_partition(path: str) -> Optional[int]:
-    """The largest number of data files any partition of the table has (0 when empty): with
-    at most one everywhere, OPTIMIZE has nothing to bin-pack. None when delta-rs cannot say."""
-    try:
-        table = _table(path)
-        if table is None:
-            return None
-        adds = table.get_add_actions(flatten=True).to_pylist()
-        columns = [c for c in (adds[0] if adds else {}) if c.startswith("partition.")]
-        per_partition = Counter(tuple(a[c] for c in columns) for a in adds)
-        return max(per_partition.values(), default=0)
-    except Exception as exc:  # noqa: BLE001 - Spark decides instead
-        log.debug("delta-rs file count of %s failed: %s", path, exc)
-        return None
+    Raises:
+        deltalake.exceptions.CommitFailedError: a concurrent commit other than an append
+            landed meanwhile (retry; delta-rs compacts only against appends).
+    """
+    with _writing(path) as (_, table):
+        before = table.version()
+        metrics = table.optimize.compact(post_commithook_properties=_post_commit())
+    _checkpoint_after(table, before)
+    return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
 
 def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:

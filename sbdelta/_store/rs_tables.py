@@ -1,6 +1,7 @@
 """Creating sbdelta's tables through delta-rs (``deltalake``), without a JVM: what Spark's
 ``CREATE TABLE IF NOT EXISTS`` makes of them (:func:`.delta.create_table`), on a local
-namespace.
+namespace; and what maintenance asks of a local table's files before it runs a Spark job
+(:func:`vacuum_candidates`, :func:`most_files_in_a_partition`).
 
 The schema is the same list of (name, SQL type) pairs Spark's DDL is written from, every
 column nullable as Spark makes them; the partition column and the table properties (the
@@ -14,6 +15,8 @@ the loser finds the winner's table.
 from __future__ import annotations
 
 import logging
+import math
+from collections import Counter
 from typing import Dict, Optional, Sequence, Tuple
 
 from . import rs
@@ -57,3 +60,36 @@ def create(path: str, columns: Sequence[Tuple[str, str]], properties: Dict[str, 
     except Exception as exc:  # noqa: BLE001 - a concurrent creator, or Spark decides
         log.debug("delta-rs create of %s failed: %s", path, exc)
     return rs.table_ready(path, names, ())
+
+
+def vacuum_candidates(path: str, retain_hours: float) -> Optional[int]:
+    """How many files a VACUUM keeping ``retain_hours`` could delete: files the table no longer
+    references, or never did, older than that (whole hours, rounded down, so never fewer than
+    Spark would find). None when delta-rs cannot say."""
+    try:
+        table = rs.table_at(path)
+        if table is None:
+            return None
+        return len(table.vacuum(retention_hours=int(math.floor(retain_hours)), dry_run=True,
+                                enforce_retention_duration=False, full=True))
+    except Exception as exc:  # noqa: BLE001 - Spark decides instead
+        log.debug("delta-rs vacuum dry run of %s failed: %s", path, exc)
+        return None
+
+
+def most_files_in_a_partition(path: str) -> Optional[int]:
+    """The largest number of data files any partition of the table has (0 when empty): with
+    at most one everywhere, OPTIMIZE has nothing to bin-pack. None when delta-rs cannot say."""
+    try:
+        table = rs.table_at(path)
+        if table is None:
+            return None
+        import pyarrow as pa
+
+        adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()  # arro3 -> Arrow
+        columns = [c for c in (adds[0] if adds else {}) if c.startswith("partition.")]
+        per_partition = Counter(tuple(a[c] for c in columns) for a in adds)
+        return max(per_partition.values(), default=0)
+    except Exception as exc:  # noqa: BLE001 - Spark decides instead
+        log.debug("delta-rs file count of %s failed: %s", path, exc)
+        return None

@@ -35,3 +35,33 @@ def test_a_missing_table_is_made_once_and_a_remote_one_is_left_to_spark(tmp_path
     assert deltalake.DeltaTable(path).version() == 0
     assert not rs_tables.create("abfss://c@a.dfs.core.windows.net/ns/inbox", INBOX_COLUMNS,
                                 INBOX_PROPERTIES, partitioned_by="pid")
+
+
+def test_a_local_table_is_compacted_by_delta_rs_without_spark_and_keeps_every_row(tmp_path):
+    """Compaction's OPTIMIZE of a local table (``delta.optimize``) under an engine that lets
+    delta-rs commit: delta-rs bin-packs each partition's files in one commit that changes no
+    data (no Spark session is given: none may be needed); a table with one file per
+    partition is left alone."""
+    from sbdelta._store import resolve_engine
+    from sbdelta._store.delta import optimize
+    from sbdelta._store.layout import MESSAGES_COLUMNS, MESSAGES_PROPERTIES
+
+    path = str(tmp_path / "messages")
+    assert rs_tables.create(path, MESSAGES_COLUMNS, MESSAGES_PROPERTIES, partitioned_by="pid")
+    schema = rs_tables.arrow_schema(MESSAGES_COLUMNS)
+    for i in range(6):  # three files in each of two partitions
+        row = {name: None for name in schema.names}
+        row.update(pid=i % 2, k=f"m{i}", kind="MSG", rev=0, seq=i, body=b"x" * i)
+        deltalake.write_deltalake(path, pa.Table.from_pylist([row], schema=schema),
+                                  mode="append")
+    before = sorted(deltalake.DeltaTable(path).to_pyarrow_table().to_pylist(),
+                    key=lambda r: r["k"])
+    engine = resolve_engine("delta-rs")
+    assert optimize(None, path, engine) == (6, 2)
+    table = deltalake.DeltaTable(path)
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["k"]) == before
+    assert rs_tables.most_files_in_a_partition(path) == 1
+    last = table.history(1)[0]
+    assert last["operation"] == "OPTIMIZE" and "delta-rs" in last["clientVersion"]
+    assert optimize(None, path, engine) == (0, 0)  # nothing left to bin-pack
+    assert deltalake.DeltaTable(path).version() == table.version()

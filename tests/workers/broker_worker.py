@@ -113,16 +113,23 @@ def main(argv, spark=None):
             # The stop file is looked at between the steps too: a round takes minutes on a
             # loaded machine, and the test need not wait for one it no longer looks at.
             while not stopped():
+                seconds = {"start": time.monotonic()}
                 expired = expire_messages(namespace, entities=entities, spark=spark)
+                seconds["expire"] = time.monotonic()
                 if stopped():
                     break
                 forwarded = forward_messages(namespace, entities=entities, spark=spark)
+                seconds["forward"] = time.monotonic()
                 if stopped():
                     break
                 compacted = compact(namespace, entities=entities, spark=spark)
+                seconds["compact"] = time.monotonic()
                 rounds += 1
+                steps = list(seconds.items())  # how long each step of the round took
                 _log(log, event="maintained", round=rounds, expired=expired.totals(),
-                     forwarded=forwarded.totals(), compacted=compacted.totals())
+                     forwarded=forwarded.totals(), compacted=compacted.totals(),
+                     seconds={name: round(t - steps[i][1], 1)
+                              for i, (name, t) in enumerate(steps[1:])})
             return
         admin = ServiceBusAdministrationClient(namespace, spark=spark)
         receivers = {q: _receiver(client, admin, q) for q in queues}
