@@ -372,8 +372,10 @@ def last_checkpoint_version(spark, path: str) -> int:
     return int(last.get().version()) if last.isDefined() else -1
 
 
-def checkpoint(spark, path: str, *, dry_run: bool = False) -> Tuple[bool, int]:
+def checkpoint(spark, path: str, *, dry_run: bool = False, engine=None) -> Tuple[bool, int]:
     """Checkpoint the table at its latest version unless a checkpoint of that version exists.
+    Where ``engine`` lets delta-rs commit to the table, delta-rs writes it
+    (:func:`.rs_tables.checkpoint`, no Spark job).
 
     Returns (written, latest checkpoint version). Delta also writes one every
     ``delta.checkpointInterval`` commits from the committing process; this one makes log replay
@@ -385,6 +387,12 @@ def checkpoint(spark, path: str, *, dry_run: bool = False) -> Tuple[bool, int]:
     by another copy of this job, is skipped. Two copies racing on one version each write a
     complete file of the same state; the last rename wins.
     """
+    if engine is not None and engine.settles(path):
+        from . import rs_tables
+
+        done = rs_tables.checkpoint(path, dry_run=dry_run)
+        if done is not None:
+            return done
     log_, snapshot = latest_snapshot(spark, path)
     before = last_checkpoint_version(spark, path)
     if snapshot.version() < 0 or before >= snapshot.version():

@@ -1,7 +1,8 @@
 """Creating sbdelta's tables through delta-rs (``deltalake``), without a JVM: what Spark's
 ``CREATE TABLE IF NOT EXISTS`` makes of them (:func:`.delta.create_table`), on a local
-namespace; and what maintenance asks of a local table's files before it runs a Spark job
-(:func:`vacuum_candidates`, :func:`most_files_in_a_partition`).
+namespace; what maintenance asks of a local table's files before it runs a Spark job
+(:func:`vacuum_candidates`, :func:`most_files_in_a_partition`), and its checkpoints
+(:func:`checkpoint`).
 
 The schema is the same list of (name, SQL type) pairs Spark's DDL is written from, every
 column nullable as Spark makes them; the partition column and the table properties (the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import Counter
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -93,3 +95,42 @@ def most_files_in_a_partition(path: str) -> Optional[int]:
     except Exception as exc:  # noqa: BLE001 - Spark decides instead
         log.debug("delta-rs file count of %s failed: %s", path, exc)
         return None
+
+
+def checkpoint(path: str, *, dry_run: bool = False) -> Optional[Tuple[bool, int]]:
+    """Checkpoint the local table ``path`` at its latest version through delta-rs unless a
+    checkpoint of that version exists (what :func:`.delta.checkpoint` does through Spark);
+    returns (written, latest checkpoint version), or None when delta-rs cannot open the table
+    (Spark decides). A checkpoint that fails is logged, not raised: it is an optimisation
+    (the table's next interval writes one), as Spark's post-commit checkpoint is."""
+    try:
+        table = rs.table_at(path)
+        if table is None:
+            return None
+        version = table.version()
+        before = last_checkpoint_version(path)
+    except Exception as exc:  # noqa: BLE001 - Spark decides instead
+        log.debug("delta-rs checkpoint check of %s failed: %s", path, exc)
+        return None
+    if version < 0 or before >= version:
+        return False, before
+    if dry_run:
+        return True, before
+    try:
+        table.create_checkpoint()
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("checkpoint of %s at version %d was not written (%s); the table's next "
+                    "interval writes one", path, version, exc)
+    after = last_checkpoint_version(path)
+    return after >= version, after
+
+
+def last_checkpoint_version(path: str) -> int:
+    """The version in the local table's ``_delta_log/_last_checkpoint`` (-1 if none)."""
+    import json
+
+    try:
+        with open(os.path.join(rs.local_table(path), "_delta_log", "_last_checkpoint")) as f:
+            return int(json.load(f)["version"])
+    except FileNotFoundError:
+        return -1

@@ -181,7 +181,7 @@ def _vacuum_and_checkpoint(ns: Namespace, result: EntityCompaction, paths: List[
     for path in paths:
         result.files_vacuumed += vacuum(ns.spark, path, retain_hours,
                                          dry_run=dry_run, engine=ns.engine)
-        written, version = checkpoint(ns.spark, path, dry_run=dry_run)
+        written, version = checkpoint(ns.spark, path, dry_run=dry_run, engine=ns.engine)
         result.checkpoints_written += written
         result.checkpoint_versions[path.rsplit("/", 1)[-1]] = version
 

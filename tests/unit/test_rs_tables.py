@@ -65,3 +65,38 @@ def test_a_local_table_is_compacted_by_delta_rs_without_spark_and_keeps_every_ro
     assert last["operation"] == "OPTIMIZE" and "delta-rs" in last["clientVersion"]
     assert optimize(None, path, engine) == (0, 0)  # nothing left to bin-pack
     assert deltalake.DeltaTable(path).version() == table.version()
+
+
+def test_a_local_table_is_checkpointed_by_delta_rs_once_per_version(tmp_path):
+    """Compaction's checkpoint of a local table (``delta.checkpoint``) under an engine that
+    lets delta-rs commit: delta-rs writes it at the latest version (no Spark session given),
+    a version already checkpointed is left alone, and a dry run says what it would do and
+    writes nothing."""
+    from sbdelta._store import resolve_engine
+    from sbdelta._store.delta import checkpoint
+    from sbdelta._store.layout import MESSAGES_COLUMNS, MESSAGES_PROPERTIES
+
+    path = str(tmp_path / "messages")
+    assert rs_tables.create(path, MESSAGES_COLUMNS, MESSAGES_PROPERTIES, partitioned_by="pid")
+    schema = rs_tables.arrow_schema(MESSAGES_COLUMNS)
+
+    def append(i):
+        row = {name: None for name in schema.names}
+        row.update(pid=0, k=f"m{i}", kind="MSG", rev=0, seq=i)
+        deltalake.write_deltalake(path, pa.Table.from_pylist([row], schema=schema),
+                                  mode="append")
+
+    append(0), append(1)
+    engine = resolve_engine("delta-rs")
+    assert rs_tables.last_checkpoint_version(path) == -1
+    assert checkpoint(None, path, dry_run=True, engine=engine) == (True, -1)
+    assert rs_tables.last_checkpoint_version(path) == -1
+    assert checkpoint(None, path, engine=engine) == (True, 2)
+    assert (tmp_path / "messages" / "_delta_log"
+            / "00000000000000000002.checkpoint.parquet").exists()
+    assert checkpoint(None, path, engine=engine) == (False, 2)  # that version has one
+    append(2)
+    assert checkpoint(None, path, engine=engine) == (True, 3)
+    # The table reads the same from its checkpoint.
+    assert sorted(r["k"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()) == [
+        "m0", "m1", "m2"]
