@@ -35,8 +35,9 @@ from . import rs
 from .delta import merge, run_guarded, values_relation
 from .literals import sql_literal
 from .layout import (COLUMN_NAMES, COMPLETED, CONTROL_COLUMNS, DEADLETTERING, MAX_DELIVERY_REASON,
-                     MESSAGES_COLUMNS, SCHEDULED, pid_list)
-from .locks import lock_held_sql
+                     MESSAGES_COLUMNS, SCHEDULED, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON,
+                     pid_list)
+from .locks import Policy, lock_held_sql, over_limit_sql
 
 
 # Extra source columns of the apply MERGE.
@@ -55,6 +56,21 @@ SOURCE_NAMES = [name for name, _ in SOURCE_COLUMNS]
 
 def max_delivery_description(count_sql: str) -> str:
     return f"concat('Message could not be consumed after ', {count_sql}, ' delivery attempts.')"
+
+
+def expiry_marks(policy: Policy):
+    """What becomes of a free message that expired or reached the delivery limit (TTL-6,
+    RECV-5), in SQL over its row: (dead-letter it?, the columns a dead-lettering sets). The
+    sweep (:func:`.expiry.expiry_ops`) and a receive's plan (:mod:`.receive_plan`) both use
+    it."""
+    over = over_limit_sql(policy)
+    to_dlq = f"(({over}) OR {str(policy.dead_letter_on_expiration).upper()})"
+    reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
+    desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
+            f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
+    return to_dlq, {"state": f"'{DEADLETTERING}'", "dead_letter_reason": reason,
+                    "dead_letter_error_description": desc, "lock_token": "NULL",
+                    "locked_until": "NULL"}
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .apply import apply_df, as_ops, max_delivery_description, to_source
+from .apply import apply_df, as_ops, expiry_marks, to_source
 from .delta import merge, retry
 from .inbox import inbox_range
-from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MAX_DELIVERY_REASON,
-                     MESSAGES_COLUMNS, MSG,
+from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MESSAGES_COLUMNS, MSG,
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, key_sql, pid_list,
                      start_version)
 from .locks import Policy, conditions, expired_sql, over_limit_sql
+from .reads import query
 
 #: Rows one sweep batch handles at most.
 DEFAULT_BATCH = 10000
@@ -57,20 +57,6 @@ class SweepCounts:
     def add(self, other: "SweepCounts") -> None:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
-def expiry_marks(policy: Policy):
-    """What becomes of a free message that expired or reached the delivery limit (TTL-6,
-    RECV-5), in SQL over its row: (dead-letter it?, the columns a dead-lettering sets). The
-    sweep (:func:`expiry_ops`) and a receive's plan (:mod:`.receive_plan`) both use it."""
-    over = over_limit_sql(policy)
-    to_dlq = f"(({over}) OR {str(policy.dead_letter_on_expiration).upper()})"
-    reason = f"CASE WHEN {over} THEN '{MAX_DELIVERY_REASON}' ELSE '{TTL_EXPIRED_REASON}' END"
-    desc = (f"CASE WHEN {over} THEN {max_delivery_description('delivery_count')} "
-            f"ELSE '{TTL_EXPIRED_DESCRIPTION}' END")
-    return to_dlq, {"state": f"'{DEADLETTERING}'", "dead_letter_reason": reason,
-                    "dead_letter_error_description": desc, "lock_token": "NULL",
-                    "locked_until": "NULL"}
 
 
 def expiry_ops(policy: Policy, action_rows):
@@ -109,33 +95,37 @@ def sweep(store, policy: Policy, now: datetime, *, batch: int = DEFAULT_BATCH,
 def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool):
     """One batch of registered messages. One read of ``messages`` tallies, per partition,
     the messages due (free and expired, or at the delivery limit) and the half-done
-    dead-letter moves: when nothing is due (most sweeps) that is the sweep's only Spark job.
-    Otherwise up to ``batch`` of them are checkpointed, tallied (the report counts what the
-    MERGE was given) and handled in one apply MERGE."""
+    dead-letter moves: when nothing is due (most sweeps) that is all the sweep reads, through
+    DataFusion on a local table whose settlements go through delta-rs (no Spark job), else
+    one Spark job. Otherwise up to ``batch`` of them are checkpointed, tallied (the report
+    counts what the MERGE was given) and handled in one apply MERGE."""
     from pyspark.sql import functions as F
 
     _, action, expired = conditions(policy, now, dead_letter=store.dead_letter)
     over = over_limit_sql(policy, dead_letter=store.dead_letter)
     due = f"({action}) AND state <> '{DEADLETTERING}'"
     moving = f"kind = '{MSG}' AND state = '{DEADLETTERING}'"
-    m = store.messages()
 
-    def tally(rows, where: str = "TRUE"):
+    def counted(where: str):
         """Per partition: rows due, over the limit, expired (not over), half-moved."""
-        def n(cond: str):
-            return F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END"))
+        return {"n": f"({where})", "o": f"({where}) AND ({over})",
+                "e": f"({where}) AND NOT ({over}) AND {expired}", "moving": moving}
 
-        return {r.pid: r for r in rows.groupBy("pid").agg(
-            n(f"({where})").alias("n"), n(f"({where}) AND ({over})").alias("o"),
-            n(f"({where}) AND NOT ({over}) AND {expired}").alias("e"),
-            n(moving).alias("moving")).collect()}
+    def tally(rows):
+        return {r.pid: r for r in rows.groupBy("pid").agg(*(
+            F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END")).alias(name)
+            for name, cond in counted("TRUE").items())).collect()}
 
-    found = tally(m.where(f"({due}) OR ({moving})"), due)
+    found = {r.pid: r for r in query(store, "SELECT pid, " + ", ".join(
+        f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS {name}"
+        for name, cond in counted(due).items())
+        + f" FROM {{M}} WHERE ({due}) OR ({moving}) GROUP BY pid")}
     pending = {p for p, r in found.items() if r.moving}
     unfinished = sum(r.moving for r in found.values())
     done = found
     if not dry_run and any(r.n for r in found.values()):
-        act = m.where(due).orderBy("pid", "seq").limit(batch).localCheckpoint(eager=True)
+        act = (store.messages().where(due).orderBy("pid", "seq").limit(batch)
+               .localCheckpoint(eager=True))
         done = tally(act)
         apply_df(store, expiry_ops(policy, act).drop("_out"), set(done) | pending, now)
     n = sum(r.n for r in done.values())

@@ -42,6 +42,7 @@ from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, FORWARDING, FRO
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON,
                      frontier_at, key_sql, mark, marked_from, start_version, version_of)
 from .locks import Policy, expired_sql, free_sql, lock_token, lock_token_prefix, lock_token_sql
+from .reads import query
 
 #: Source inbox versions one ``forward_new`` step covers at most.
 VERSION_WINDOW = 256
@@ -321,6 +322,16 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
 
     ids = writer_ids(source, "fwd-dlq" if dead_letters else "fwd")
     app_id = ids[0]
+    states = f"'{ACTIVE}', '{DEFERRED}', '{SCHEDULED}'"
+    expired = expired_sql(policy, now, dead_letter=dead_letters)
+    movable = (f"kind = '{MSG}' AND state IN ({states}) "
+               f"AND {free_sql(now - policy.lock_grace)} AND NOT ({expired})")
+    if dead_letters:  # a dead letter at its hop limit stays here
+        movable += f" AND coalesce(hops, 0) < {MAX_HOPS}"
+    if source.engine.settles(source.messages_path) and not query(
+            source, f"SELECT pid FROM {{M}} WHERE (kind = '{MSG}' AND state = '{FORWARDING}') "
+                    f"OR ({movable}) LIMIT 1"):
+        return None  # a local table with nothing to move or finish: no Spark job (DataFusion)
     m = source.messages()
     marked = m.where(f"kind = '{MSG}' AND state = '{FORWARDING}'")
     for found in (marked.groupBy(F.expr(_batch_id()).alias("b"))
@@ -338,12 +349,7 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
                     .withColumn("locked_until", F.lit(None).cast("timestamp")))
             apply_df(source, as_ops(back, "update").drop("_out"), pids, now)
             return 0
-    states = f"'{ACTIVE}', '{DEFERRED}', '{SCHEDULED}'"
-    expired = expired_sql(policy, now, dead_letter=dead_letters)
-    free = m.where(f"kind = '{MSG}' AND state IN ({states}) AND {free_sql(now - policy.lock_grace)} "
-                   f"AND NOT ({expired})")
-    if dead_letters:
-        free = free.where(~_hop_limited())  # a dead letter at its hop limit stays here
+    free = m.where(movable)
     prefix = lock_token_prefix()
     plan = (free.limit(batch)
             .withColumn("_dead", _hop_limited())

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from .apply import SOURCE_COLUMNS
+from .apply import SOURCE_COLUMNS, expiry_marks
 from .literals import sql_literal
-from .expiry import expiry_marks
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
                      INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED, TTL_EXPIRED_DESCRIPTION,
                      TTL_EXPIRED_REASON, case_by_pid, key_sql, pid_list, sessions_sql)
