@@ -55,6 +55,7 @@ _BUILTIN_LOCAL_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.log.level": "WARN",
     "spark.ui.showConsoleProgress": "false",
+    "spark.driver.defaultJavaOptions": "-XX:+UseParallelGC",
 }
 _DELTA_SESSION_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

@@ -97,6 +97,23 @@ def test_local_conf_layers_defaults_conf_dir_and_overrides(monkeypatch, tmp_path
         _spark.local_spark_conf(profile="cluster2")
 
 
+def test_a_local_session_runs_the_throughput_collector_beside_the_class_archive(spark):
+    """The local profile's JVM option (``spark.driver.defaultJavaOptions``) reaches the
+    driver: the session's collectors are the parallel (throughput) ones, and the option
+    leaves ``spark.driver.extraJavaOptions`` to the class archive and the caller."""
+    import os
+
+    conf = _spark.local_spark_conf()
+    assert conf["spark.driver.defaultJavaOptions"] == "-XX:+UseParallelGC"
+    assert "UseParallelGC" not in conf.get("spark.driver.extraJavaOptions", "")
+    if "defaultJavaOptions" in os.environ.get("SBDELTA_TEST_SPARK_CONF", ""):
+        return  # the run chose its own options
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory \
+        .getGarbageCollectorMXBeans()
+    names = {beans.get(i).getName() for i in range(beans.size())}
+    assert names == {"PS Scavenge", "PS MarkSweep"}, names
+
+
 def test_java_feature_release_is_read_from_java_version_output():
     assert jvm_archive.java_feature('openjdk version "17.0.15" 2025-04-15') == 17
     assert jvm_archive.java_feature('java version "1.8.0_392"') == 8
