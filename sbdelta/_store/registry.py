@@ -14,16 +14,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .._clock import from_spark
 from . import schema
 from . import rs, rs_tables
 from .engines import Engine, resolve_engine
 from .apply import Clause, MergeSpec, merge_literal
-from .delta import create_table, latest_version, retry, run_guarded
+from .delta import create_table, latest_snapshot, latest_version, retry, run_guarded
 from .guards import GuardTripped
 from .literals import sql_literal
+
+
+#: The rows Spark last read of each registry: path -> (table id, version, rows). The registry
+#: changes rarely and is read by every entity open, count and topic send; a read at a version
+#: already read costs a listing of its log and no Spark job.
+_READ: Dict[str, Tuple[str, int, List[dict]]] = {}
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,15 @@ class Registry:
         fast = rs.rows(self.path) if self.engine.reads(self.path) else None
         if fast is not None:
             return fast
-        return [r.asDict() for r in self.spark.read.format("delta").load(self.path).collect()]
+        snapshot = latest_snapshot(self.spark, self.path)[1]
+        table_id, version = str(snapshot.metadata().id()), int(snapshot.version())
+        read = _READ.get(self.path)
+        if read is not None and read[:2] == (table_id, version):  # the same table, unchanged
+            return read[2]
+        rows = [r.asDict() for r in self.spark.read.format("delta")
+                .option("versionAsOf", version).load(self.path).collect()]
+        _READ[self.path] = (table_id, version, rows)
+        return rows
 
     def lifetime(self) -> Tuple[Optional[datetime], Optional[datetime]]:
         """(created, last modified) of the registry table, aware UTC: when the namespace got

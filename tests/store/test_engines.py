@@ -597,3 +597,40 @@ def test_registry_changes_and_their_guards_are_the_same_through_delta_rs_and_spa
     assert_df_equality(registries["delta-rs"], registries["spark"], ignore_row_order=True)
     keys = sorted(r.key for r in registries["spark"].collect())
     assert not any(k.startswith("t2") for k in keys) and "gone" not in keys
+
+
+def test_the_spark_registry_read_runs_no_job_at_a_version_it_read_and_sees_every_change(
+        spark, tmp_path, clock):
+    """Every entity open, count and topic send reads the registry; under the engine ``spark``
+    a read at the version last read costs a listing of the log and no Spark job, and a read
+    after a change (in this process or another: the log decides), or of a registry made anew
+    at the same path and version, reads the table again."""
+    sc = spark.sparkContext
+
+    def listed(ns):
+        group = f"registry-{tmp_path.name}-{listed.calls}"
+        listed.calls += 1
+        sc.setJobGroup(group, group)
+        try:
+            names = [q.name for q in ServiceBusAdministrationClient(
+                ns, spark=spark, clock=clock, engine="spark").list_queues()]
+        finally:
+            sc.setJobGroup(None, None)
+        return names, len(sc.statusTracker().getJobIdsForGroup(group))
+    listed.calls = 0
+
+    ns = str(tmp_path / "ns")
+    other = ServiceBusAdministrationClient(ns, clock=clock, engine="delta-rs")  # no Spark
+    other.create_queue("a")
+    names, jobs = listed(ns)
+    assert names == ["a"] and jobs > 0
+    assert listed(ns) == (["a"], 0)  # the same version: no job
+    other.create_queue("b")
+    names, jobs = listed(ns)
+    assert names == ["a", "b"] and jobs > 0
+    assert listed(ns) == (["a", "b"], 0)
+    shutil.rmtree(ns)  # made anew: the same path and version, another table
+    again = ServiceBusAdministrationClient(ns, clock=clock, engine="delta-rs")
+    again.create_queue("c")
+    again.create_queue("d")
+    assert listed(ns)[0] == ["c", "d"]
