@@ -216,11 +216,14 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
                      F.expr("unix_micros(locked_until)").alias("marked_at")).collect())
     current = {r.pid: r for r in found if r.kind == FRONTIER}
     tombstones = [r.k for r in found if r.kind == MSG]
-    done = done_version(dest.store, ids)
     # 1. A range marked by a mover that stopped before its append landed: append it now, as
-    #    that mover would have (the same rows, the same transaction version).
-    marked = {p: r for p, r in current.items()
-              if marked_from(r.lock_token) is not None and version_of(r.seq) > done}
+    #    that mover would have (the same rows, the same transaction version). (The
+    #    destination's transactions are read only when a frontier holds a mark: reading them
+    #    builds the inbox's snapshot state, a few Spark jobs.)
+    marked = {p: r for p, r in current.items() if marked_from(r.lock_token) is not None}
+    if marked:
+        done = done_version(dest.store, ids)
+        marked = {p: r for p, r in marked.items() if version_of(r.seq) > done}
     if marked:
         hi = max(version_of(r.seq) for r in marked.values())
         olds = {p: marked_from(r.lock_token) for p, r in marked.items()
