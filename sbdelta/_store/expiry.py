@@ -106,20 +106,18 @@ def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run:
     due = f"({action}) AND state <> '{DEADLETTERING}'"
     moving = f"kind = '{MSG}' AND state = '{DEADLETTERING}'"
 
-    def counted(where: str):
-        """Per partition: rows due, over the limit, expired (not over), half-moved."""
-        return {"n": f"({where})", "o": f"({where}) AND ({over})",
-                "e": f"({where}) AND NOT ({over}) AND {expired}", "moving": moving}
+    def sums(where: str):
+        """Per partition: rows due, over the limit, expired (not over), half-moved (SQL)."""
+        return [f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS {name}" for name, cond in (
+            ("n", f"({where})"), ("o", f"({where}) AND ({over})"),
+            ("e", f"({where}) AND NOT ({over}) AND {expired}"), ("moving", moving))]
 
     def tally(rows):
-        return {r.pid: r for r in rows.groupBy("pid").agg(*(
-            F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END")).alias(name)
-            for name, cond in counted("TRUE").items())).collect()}
+        return {r.pid: r for r in rows.groupBy("pid").agg(
+            *(F.expr(s) for s in sums("TRUE"))).collect()}
 
-    found = {r.pid: r for r in query(store, "SELECT pid, " + ", ".join(
-        f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS {name}"
-        for name, cond in counted(due).items())
-        + f" FROM {{M}} WHERE ({due}) OR ({moving}) GROUP BY pid")}
+    found = {r.pid: r for r in query(store, f"SELECT pid, {', '.join(sums(due))} FROM {{M}} "
+                                            f"WHERE ({due}) OR ({moving}) GROUP BY pid")}
     pending = {p for p, r in found.items() if r.moving}
     unfinished = sum(r.moving for r in found.values())
     done = found
