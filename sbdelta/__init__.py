@@ -5,7 +5,8 @@ The whole public API is re-exported here; everything else is private.
 
 from ._autolock import AutoLockRenewer
 from ._clock import Clock, ManualClock, SystemClock
-from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageBatch,
+from ._batch import ServiceBusMessageBatch
+from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage,
                        ServiceBusMessageState, ServiceBusReceivedMessage, ServiceBusReceiveMode,
                        ServiceBusSessionFilter, ServiceBusSubQueue)
 from ._client import ServiceBusClient

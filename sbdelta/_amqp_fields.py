@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional
 
+from sbdelta._amqp_body import body_of
 from sbdelta.amqp import (DEAD_LETTER_SOURCE, ENQUEUED_TIME, LOCKED_UNTIL, PARTITION_KEY,
                           SCHEDULED_ENQUEUE_TIME, SEQUENCE_NUMBER, AmqpAnnotatedMessage,
                           AmqpMessageBodyType, epoch_ms)
@@ -46,20 +47,18 @@ def _annotation(annotations: Optional[dict], key: bytes) -> Any:
 
 
 def send_fields(message: AmqpAnnotatedMessage) -> Dict[str, Any]:
-    """The ``ServiceBusMessage`` keyword arguments of ``message``; MessageTypeError when its
-    body is not DATA (sbdelta stores bytes only) or a field has a type sbdelta cannot store."""
-    if message.body_type is not AmqpMessageBodyType.DATA:
-        raise MessageTypeError(
-            f"an AmqpAnnotatedMessage with a {message.body_type.name} body cannot be sent: "
-            "sbdelta stores message bodies as bytes (the DATA form) only; send "
-            "data_body=<str, bytes, or a list of them> instead")
-    sections = list(message.body)
-    for index, section in enumerate(sections):
-        if not isinstance(section, (bytes, bytearray, memoryview)):
-            raise MessageTypeError(
-                f"data_body section {index} has type {type(section).__name__}; allowed: str "
-                "(sent as UTF-8) or bytes")
-    fields: Dict[str, Any] = {"body": b"".join(bytes(s) for s in sections)}
+    """The ``ServiceBusMessage`` keyword arguments of ``message`` (``body``: a DATA body's
+    sections joined; None for a VALUE or SEQUENCE body, which ``sbdelta._message.from_amqp``
+    sets); MessageTypeError when a field has a type sbdelta cannot store."""
+    fields: Dict[str, Any] = {"body": None}
+    if message.body_type is AmqpMessageBodyType.DATA:
+        sections = list(message.body)
+        for index, section in enumerate(sections):
+            if not isinstance(section, (bytes, bytearray, memoryview)):
+                raise MessageTypeError(
+                    f"data_body section {index} has type {type(section).__name__}; allowed: "
+                    "str (sent as UTF-8) or bytes")
+        fields["body"] = b"".join(bytes(s) for s in sections)
     properties = message.properties
     if properties is not None:
         for amqp_name, field in PROPERTY_FIELDS.items():
@@ -90,8 +89,8 @@ def send_fields(message: AmqpAnnotatedMessage) -> Dict[str, Any]:
 
 def amqp_view(message: Any) -> AmqpAnnotatedMessage:
     """The AMQP view of a message (its public attributes; broker properties when it was
-    received): one DATA section, the header's delivery count and time to live, the
-    properties, and the annotations Service Bus sets."""
+    received): its body (one DATA section, or its VALUE or SEQUENCE body), the header's
+    delivery count and time to live, the properties, and the annotations Service Bus sets."""
     properties = {amqp_name: getattr(message, field)
                   for amqp_name, field in PROPERTY_FIELDS.items()}
     ttl = message.time_to_live
@@ -112,8 +111,12 @@ def amqp_view(message: Any) -> AmqpAnnotatedMessage:
     enqueued = getattr(message, "enqueued_time_utc", None)
     if enqueued is not None:
         properties["creation_time"] = epoch_ms(enqueued)
+    form, body = body_of(message)
+    keyword = {AmqpMessageBodyType.DATA: "data_body", AmqpMessageBodyType.VALUE: "value_body",
+               AmqpMessageBodyType.SEQUENCE: "sequence_body"}[form]
     return AmqpAnnotatedMessage(
-        data_body=[bytes(message.body)], header=header, properties=properties,
+        **{keyword: [bytes(body)] if form is AmqpMessageBodyType.DATA else body},
+        header=header, properties=properties,
         application_properties=(None if message.application_properties is None
                                 else dict(message.application_properties)),
         annotations=annotations or None)

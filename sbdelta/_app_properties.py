@@ -21,8 +21,9 @@ from sbdelta._message_fields import check_properties, check_property_value, type
 from sbdelta.exceptions import InvalidMessageError, MessageTypeError
 
 
-def _encode_value(key: str, value: object) -> object:
-    value = check_property_value(key, value)
+def tagged(value: object) -> object:
+    """The JSON form of a scalar: itself, or a one-key tagged object for bytes, datetimes,
+    UUIDs and non-finite floats (the value is not checked: see :func:`encode_properties`)."""
     if isinstance(value, float) and not math.isfinite(value):
         return {"$f": repr(value)}  # 'nan', 'inf', '-inf': strict JSON has no such numbers
     if isinstance(value, bytes):
@@ -32,6 +33,10 @@ def _encode_value(key: str, value: object) -> object:
     if isinstance(value, uuid.UUID):
         return {"$u": str(value)}
     return value
+
+
+def _encode_value(key: str, value: object) -> object:
+    return tagged(check_property_value(key, value))
 
 
 def encode_properties(props: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -58,9 +63,14 @@ def _decode_value(key: str, value: object) -> object:
         if isinstance(value, list):
             raise InvalidMessageError(f"stored application property {key!r} is a JSON array")
         return value
+    return untagged(f"stored application property {key!r}", value)
+
+
+def untagged(what: str, value: dict) -> object:
+    """The scalar a one-key object of :func:`tagged` stands for; ``what`` names it in the
+    InvalidMessageError raised for anything else."""
     if len(value) != 1:
-        raise InvalidMessageError(f"stored application property {key!r} is not a tagged value: "
-                                  f"{value!r}")
+        raise InvalidMessageError(f"{what} is not a tagged value: {value!r}")
     ((tag, text),) = value.items()
     try:
         if tag == "$b":
@@ -72,10 +82,8 @@ def _decode_value(key: str, value: object) -> object:
         if tag == "$f":
             return float(text)
     except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
-        raise InvalidMessageError(
-            f"stored application property {key!r} has a bad {tag} value {text!r}: {exc}") from None
-    raise InvalidMessageError(f"stored application property {key!r} has an unknown tag {tag!r}; "
-                              f"known: $b, $t, $u, $f")
+        raise InvalidMessageError(f"{what} has a bad {tag} value {text!r}: {exc}") from None
+    raise InvalidMessageError(f"{what} has an unknown tag {tag!r}; known: $b, $t, $u, $f")
 
 
 def decode_properties(text: Optional[str]) -> Dict[str, Any]:

@@ -168,6 +168,7 @@ def inbox_frame(entity, df, now: datetime, hops: Optional[int] = None):
         ttl_ms.alias("time_to_live_ms"), enqueued.alias("enqueued_time"),
         scheduled.alias("scheduled_enqueue_time"),
         size.cast("int").alias("size"), F.lit(hops).cast("int").alias("hops"),
+        F.lit(None).cast("string").alias("body_type"),  # DATA: the body column's bytes
         F.monotonically_increasing_id().alias("_order"))
     rows = rows.withColumn("expires_at", F.expr(
         expiry_sql("enqueued_time", "time_to_live_ms * 1000")))

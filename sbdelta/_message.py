@@ -13,18 +13,19 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from sbdelta._app_properties import decode_properties, encode_properties
 from sbdelta._clock import utc
 from sbdelta._message_fields import (SYSTEM_STRING_FIELDS, check_body, check_moment,
                                      check_part_2, check_properties, check_string,
-                                     check_ttl, type_name)
+                                     check_ttl)
 from sbdelta._size import byte_length, message_size
+from sbdelta._amqp_body import body_of, decode_body, encode_body, stored_body
 from sbdelta._amqp_fields import amqp_view, send_fields
 from sbdelta._legacy_message import DEPRECATION, LegacyMessage
-from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType, DataBody
-from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, MessageTypeError
+from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
+from sbdelta.exceptions import InvalidMessageError, MessageTypeError
 
 __all__ = [
     "ServiceBusReceiveMode",
@@ -36,8 +37,8 @@ __all__ = [
     "InvalidMessageError",
     "ServiceBusMessage",
     "ServiceBusReceivedMessage",
-    "ServiceBusMessageBatch",
-    "to_message_list",
+    "from_amqp",
+    "with_body",
 ]
 
 
@@ -154,17 +155,25 @@ class ServiceBusMessage:
         self.reply_to = reply_to
         self.reply_to_session_id = reply_to_session_id
 
+    #: The AMQP body form; only a message sent as an AmqpAnnotatedMessage (:func:`from_amqp`)
+    #: or received as one has another than DATA.
+    _body_type = AmqpMessageBodyType.DATA
+
     @property
-    def body(self) -> DataBody:
-        """The body as bytes (a ``str`` body is its UTF-8 encoding). As in the SDK, iterating
-        it gives its data sections (one: the whole body), so ``b"".join(message.body)`` is
-        the body too."""
+    def body(self) -> Any:
+        """A DATA body as bytes (a ``str`` body is its UTF-8 encoding); as in the SDK,
+        iterating it gives its data sections (one: the whole body), so ``b"".join(
+        message.body)`` is the body too. A VALUE body: the value; a SEQUENCE body: an iterator
+        over its sections (lists), as the SDK gives them (see :attr:`body_type`)."""
+        if self._body_type is AmqpMessageBodyType.SEQUENCE:
+            return iter(self._body)
         return self._body
 
     @property
     def body_type(self) -> AmqpMessageBodyType:
-        """The AMQP body form: always DATA (bytes) in sbdelta."""
-        return AmqpMessageBodyType.DATA
+        """The AMQP body form: DATA (bytes), unless the message was sent as an
+        ``AmqpAnnotatedMessage`` with a VALUE or SEQUENCE body."""
+        return self._body_type
 
     @property
     def raw_amqp_message(self) -> AmqpAnnotatedMessage:
@@ -234,11 +243,13 @@ class ServiceBusMessage:
         property + a fixed header allowance: the one rule of :mod:`sbdelta._size`, which
         ``send_messages``, ``send_dataframe`` and batches all apply.
         """
-        return message_size(byte_length, self.body,
+        return message_size(byte_length, stored_body(self),
                             encode_properties(self.application_properties),
                             [getattr(self, name) for name in SYSTEM_STRING_FIELDS])
 
     def __str__(self) -> str:
+        if self._body_type is not AmqpMessageBodyType.DATA:
+            return str(self._body)
         try:
             return self._body.decode("utf-8")
         except UnicodeDecodeError:
@@ -283,6 +294,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         *,
         sequence_number: int,
         body: Union[str, bytes, bytearray, memoryview, None] = None,
+        body_type: Optional[str] = None,
         application_properties: Union[Mapping[str, Any], str, None] = None,
         session_id: Optional[str] = None,
         message_id: Optional[str] = None,
@@ -310,12 +322,16 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
     ) -> ServiceBusReceivedMessage:
         """Build a received message from stored fields, without the send-side checks.
 
-        ``application_properties`` may be the stored JSON text (see :func:`decode_properties`).
+        ``application_properties`` may be the stored JSON text (see :func:`decode_properties`);
+        ``body_type`` is the stored body form (:func:`sbdelta._amqp_body.decode_body`).
         Datetimes must be aware (convert Spark TIMESTAMPs with ``_clock.from_spark``).
         ``expires_at_utc`` defaults to ``enqueued_time_utc + time_to_live``.
         """
         msg = object.__new__(cls)
-        msg._body = check_body(body)
+        form, body = decode_body(body_type, check_body(body))
+        if form is not AmqpMessageBodyType.DATA:
+            msg._body_type = form
+        msg._body = body
         if isinstance(application_properties, str):
             application_properties = decode_properties(application_properties)
         msg._application_properties = (None if application_properties is None
@@ -444,104 +460,27 @@ def _opt_utc(moment: Optional[datetime]) -> Optional[datetime]:
     return None if moment is None else utc(moment)
 
 
-# --- batches and message lists --------------------------------------------------------------
+def from_amqp(message: AmqpAnnotatedMessage) -> ServiceBusMessage:
+    """The ServiceBusMessage an AmqpAnnotatedMessage is sent as (its sections mapped onto the
+    message's fields, its body in its form); refused (MessageTypeError, InvalidMessageError)
+    when a field or the body cannot be stored."""
+    sent = ServiceBusMessage(**send_fields(message))
+    return sent if message.body_type is AmqpMessageBodyType.DATA else with_body(
+        sent, *body_of(message))
 
 
-class ServiceBusMessageBatch:
-    """Messages sent together, all or nothing, whose sizes add up to at most a limit.
-
-    Sizes are :attr:`ServiceBusMessage.size_in_bytes`, taken when each message is added.
-
-    Args:
-        max_size_in_bytes: The limit for the sum of the messages' sizes (a positive int).
-    """
-
-    def __init__(self, max_size_in_bytes: int) -> None:
-        if isinstance(max_size_in_bytes, bool) or not isinstance(max_size_in_bytes, int):
-            raise MessageTypeError(f"max_size_in_bytes has type {type_name(max_size_in_bytes)}; "
-                                   f"allowed: a positive int")
-        if max_size_in_bytes <= 0:
-            raise InvalidMessageError(
-                f"max_size_in_bytes={max_size_in_bytes}; allowed: a positive int")
-        self._max_size_in_bytes = int(max_size_in_bytes)
-        self._size_in_bytes = 0
-        self._messages: List[ServiceBusMessage] = []
-
-    @property
-    def max_size_in_bytes(self) -> int:
-        """The most the messages' sizes may add up to."""
-        return self._max_size_in_bytes
-
-    @property
-    def size_in_bytes(self) -> int:
-        """The sum of the added messages' sizes."""
-        return self._size_in_bytes
-
-    @property
-    def messages(self) -> List[ServiceBusMessage]:
-        """A copy of the list of added messages, in order."""
-        return list(self._messages)
-
-    def add_message(self, message: ServiceBusMessage) -> None:
-        """Append ``message``.
-
-        Raises:
-            MessageTypeError: ``message`` is not a ServiceBusMessage.
-            MessageSizeExceededError: The batch would exceed ``max_size_in_bytes``; the batch is
-                unchanged (send it and start another).
-        """
-        if isinstance(message, AmqpAnnotatedMessage):
-            message = ServiceBusMessage(**send_fields(message))
-        if not isinstance(message, ServiceBusMessage):
-            raise MessageTypeError(f"a batch holds ServiceBusMessage or AmqpAnnotatedMessage "
-                                   f"objects, got {type_name(message)}")
-        size = message.size_in_bytes
-        if self._size_in_bytes + size > self._max_size_in_bytes:
-            raise MessageSizeExceededError(
-                f"a message of {size} bytes does not fit in the batch: it holds "
-                f"{len(self._messages)} messages of {self._size_in_bytes} bytes and "
-                f"max_size_in_bytes is {self._max_size_in_bytes} "
-                f"({self._size_in_bytes} + {size} > {self._max_size_in_bytes}); send this batch "
-                f"and add the message to a new one")
-        self._messages.append(message)
-        self._size_in_bytes += size
-
-    def __len__(self) -> int:
-        return len(self._messages)
-
-    def __repr__(self) -> str:
-        return (f"ServiceBusMessageBatch(max_size_in_bytes={self._max_size_in_bytes}, "
-                f"message_count={len(self._messages)}, size_in_bytes={self._size_in_bytes})")
-
-
-def to_message_list(
-    messages: Union[ServiceBusMessage, Iterable[ServiceBusMessage], ServiceBusMessageBatch],
-) -> List[ServiceBusMessage]:
-    """The messages to send, from one message, a list or tuple of them, or a batch
-    (an AmqpAnnotatedMessage as the ServiceBusMessage it maps to).
-
-    Raises:
-        MessageTypeError: For any other argument, or an element that is not a ServiceBusMessage
-            (the error names its index). An empty list gives ``[]``.
-    """
-    if isinstance(messages, (ServiceBusMessage, AmqpAnnotatedMessage)):
-        messages = [messages]
-    if isinstance(messages, ServiceBusMessageBatch):
-        return messages.messages
-    if not isinstance(messages, (list, tuple)):
-        raise MessageTypeError(
-            f"messages has type {type_name(messages)}; allowed: a ServiceBusMessage or "
-            f"AmqpAnnotatedMessage, a list or tuple of them, or a ServiceBusMessageBatch")
-    out = []
-    for index, item in enumerate(messages):
-        if isinstance(item, AmqpAnnotatedMessage):
-            item = ServiceBusMessage(**send_fields(item))
-        if not isinstance(item, ServiceBusMessage):
-            raise MessageTypeError(
-                f"messages[{index}] has type {type_name(item)}; every element must be a "
-                f"ServiceBusMessage or an AmqpAnnotatedMessage")
-        out.append(item)
-    return out
+def with_body(message: ServiceBusMessage, form: AmqpMessageBodyType,
+              body: Any) -> ServiceBusMessage:
+    """``message`` with the body ``body`` of form ``form`` (as :func:`body_of` gives them
+    from another message). A DATA body is checked as ``ServiceBusMessage(body)`` checks it;
+    a VALUE or SEQUENCE body must be storable."""
+    if form is AmqpMessageBodyType.DATA:
+        message._body = check_body(body)
+    else:
+        encode_body(form, body)  # refused now, before any send, if it cannot be stored
+        message._body = body
+    message._body_type = form
+    return message
 
 
 # -- what a receiver records on the messages it hands out (sbdelta/_receiver.py) ---------------

@@ -13,10 +13,9 @@ from ._clock import from_spark
 from ._durations import expiry, expiry_sql
 from ._entity import Entity
 from ._forwarding import forwards
-from ._handler import (Connection, Handler, positive_int, under_retry_policy,
-                       wait_seconds)
-from ._names import EntityRef
+from ._handler import Connection, Handler, positive_int, under_retry_policy, wait_seconds
 from ._handler import sequence_numbers as to_sequence_numbers
+from ._names import EntityRef
 from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
@@ -155,7 +154,7 @@ class ServiceBusReceiver(Handler):
         return received_message(
             receiver=self, peeked=peeked, receive_mode=self._mode,
             lock_acquired_at=self._now(),
-            body=bytes(get.get("body") or b""),
+            body=bytes(get.get("body") or b""), body_type=get.get("body_type"),
             application_properties=props,
             session_id=get.get("session_id"),
             message_id=get.get("message_id"),
@@ -275,9 +274,9 @@ class ServiceBusReceiver(Handler):
         Columns: sequence_number, lock_token, locked_until_utc, delivery_count, message_id,
         body (binary), application_properties (JSON string), session_id, partition_key,
         content_type, correlation_id, subject, to, reply_to, reply_to_session_id,
-        enqueued_time_utc, expires_at_utc. Settle them in one commit with
-        :meth:`complete_messages` (or abandon/defer/dead-letter) passing the DataFrame.
-        """
+        enqueued_time_utc, expires_at_utc, dead_letter_reason, dead_letter_error_description,
+        body_type ('data'; 'value' or 'sequence': body holds the AMQP body's JSON). Settle
+        them in one commit with :meth:`complete_messages` (or abandon/defer/dead-letter)."""
         n = positive_int(max_message_count, "max_message_count")
         entity = self._entity()
         out, _ = self._acquire(n, entity)
@@ -295,7 +294,8 @@ class ServiceBusReceiver(Handler):
             "correlation_id", "subject", F.col("to_address").alias("to"), "reply_to",
             "reply_to_session_id", F.col("enqueued_time").alias("enqueued_time_utc"),
             expires.alias("expires_at_utc"), "dead_letter_reason",
-            "dead_letter_error_description")
+            "dead_letter_error_description", F.coalesce("body_type", F.lit("data")).alias(
+                "body_type"))
 
     def receive_deferred_messages(self, sequence_numbers: Union[int, Sequence[int]], *,
                                   timeout: Optional[float] = None) -> List[ServiceBusReceivedMessage]:

@@ -13,7 +13,8 @@ from ._forwarding import continues, forward_after_send, route
 from ._handler import Connection, Handler, positive_int, under_retry_policy
 from ._names import EntityRef
 from ._handler import sequence_numbers as to_sequence_numbers
-from ._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
+from ._batch import ServiceBusMessageBatch, to_message_list
+from ._message import ServiceBusMessage
 from ._store import PING_CONTENT_TYPE, inbox_rows, key_partition, sequence_number
 from .exceptions import (MessagingEntityNotFoundError, ServiceBusCommunicationError,
                          ServiceBusError, ServiceBusInvalidOperationError)

@@ -1,15 +1,17 @@
 """What sbdelta has of ``azure.servicebus.amqp``: the AMQP view of a message (issue 17).
 
-A Service Bus message body is one of three AMQP forms; sbdelta stores one: opaque bytes, the
-DATA form (what ``ServiceBusMessage(str | bytes)`` sends in the SDK too). ``message.body`` is
-those bytes, and iterates as the SDK's DATA body does, section by section (one section: the
-whole body), so SDK code such as ``b"".join(message.body)`` reads it unchanged.
+A Service Bus message body is one of three AMQP forms. DATA (opaque bytes) is what
+``ServiceBusMessage(str | bytes)`` sends, in the SDK too: ``message.body`` is those bytes, and
+iterates as the SDK's DATA body does, section by section (one section: the whole body), so SDK
+code such as ``b"".join(message.body)`` reads it unchanged.
 
 :class:`AmqpAnnotatedMessage` is the SDK's low-level message: it can be sent (``send_messages``,
-``schedule_messages``, batches) with a DATA body, its sections stored as one body; its header,
-properties and annotations map onto the message's fields (the table in
-docs/from-azure-servicebus.md). SEQUENCE and VALUE bodies have no stored form in sbdelta: a send
-of one is refused with MessageTypeError before anything is written. A received message's
+``schedule_messages``, batches) with any of the three bodies. A DATA body's sections are
+stored as one body; a VALUE body (one AMQP value) and a SEQUENCE body (its sections: lists of
+values) are stored as type-preserving JSON and come back with their form and types
+(``body_type``, ``body``: the value, or an iterator over the sections; the stored form is in
+:mod:`sbdelta._amqp_body`). Its header, properties and annotations map onto the message's
+fields (the table in docs/from-azure-servicebus.md). A received message's
 ``raw_amqp_message`` is its AMQP view (a copy: changing it does not change the message).
 """
 
@@ -26,7 +28,7 @@ __all__ = ["AmqpAnnotatedMessage", "AmqpMessageBodyType", "AmqpMessageHeader",
 
 
 class AmqpMessageBodyType(str, Enum):
-    """The AMQP body form of a message, as the SDK names them (sbdelta stores DATA)."""
+    """The AMQP body form of a message, as the SDK names them."""
 
     DATA = "data"
     SEQUENCE = "sequence"
@@ -120,6 +122,18 @@ class AmqpMessageProperties(_Section):
 _BODY_KEYWORDS = ("data_body", "sequence_body", "value_body")
 
 
+def sequence_sections(body: Any) -> List[list]:
+    """A SEQUENCE body as its sections, as the SDK normalises it: a list of lists is its
+    sections; any other list (or tuple) is one section."""
+    if not isinstance(body, (list, tuple)):
+        raise MessageTypeError(f"sequence_body has type {type(body).__name__}; allowed: a list "
+                               "(one section) or a list of lists (its sections)")
+    items = list(body)
+    if items and all(isinstance(item, (list, tuple)) for item in items):
+        return [list(item) for item in items]
+    return [items]
+
+
 class AmqpAnnotatedMessage:
     """A message by its AMQP sections, as ``azure.servicebus.amqp.AmqpAnnotatedMessage``.
 
@@ -129,7 +143,8 @@ class AmqpAnnotatedMessage:
     keywords and sections that are not mappings).
     ``header`` and ``properties`` are mappings (or AmqpMessageHeader / AmqpMessageProperties);
     ``application_properties``, ``annotations``, ``delivery_annotations`` and ``footer`` are
-    dicts. sbdelta sends DATA bodies only (see the module doc)."""
+    dicts. A ``sequence_body`` that is a list of lists is its sections; any other list is one
+    section (as the SDK normalises it)."""
 
     def __init__(self, *, header: Optional[Mapping[str, Any]] = None,
                  footer: Optional[Dict[Any, Any]] = None,
@@ -153,7 +168,7 @@ class AmqpAnnotatedMessage:
                                for s in sections]
             self._body_type = AmqpMessageBodyType.DATA
         elif keyword == "sequence_body":
-            self._body = list(value) if isinstance(value, (list, tuple)) else [value]
+            self._body = sequence_sections(value)
             self._body_type = AmqpMessageBodyType.SEQUENCE
         else:
             self._body = value
@@ -167,7 +182,7 @@ class AmqpAnnotatedMessage:
 
     @property
     def body(self) -> Any:
-        """DATA: an iterator over the sections (bytes); SEQUENCE: over the sequence's items;
+        """DATA: an iterator over the sections (bytes); SEQUENCE: over the sections (lists);
         VALUE: the value."""
         if self._body_type is AmqpMessageBodyType.VALUE:
             return self._body

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional
 
-from ._message import ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusSubQueue
+from ._amqp_body import body_of
+from ._message import (ServiceBusMessage, ServiceBusReceivedMessage, ServiceBusSubQueue,
+                       with_body)
 from .exceptions import MessageLockLostError, ServiceBusInvalidOperationError
 
 #: Dead letters per receive and per send commit.
@@ -85,10 +87,11 @@ def copy_of(message: ServiceBusReceivedMessage) -> ServiceBusMessage:
     """A message to send again with what ``message`` carried (not its time to live, schedule
     or broker fields)."""
     props = message.application_properties
-    return ServiceBusMessage(
-        message.body,
+    return with_body(ServiceBusMessage(
+        None,
         application_properties=None if props is None else {str(k): v for k, v in props.items()},
         session_id=message.session_id, message_id=message.message_id,
         partition_key=message.partition_key, content_type=message.content_type,
         correlation_id=message.correlation_id, subject=message.subject, to=message.to,
-        reply_to=message.reply_to, reply_to_session_id=message.reply_to_session_id)
+        reply_to=message.reply_to, reply_to_session_id=message.reply_to_session_id),
+        *body_of(message))

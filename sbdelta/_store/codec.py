@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 from .._clock import utc
 from .._durations import expiry
+from .._amqp_body import stored_body, stored_form
 from .._app_properties import encode_properties
 from .._message import ServiceBusMessage
 from .._message_fields import MAX_ID_LENGTH, SYSTEM_STRING_FIELDS
@@ -86,7 +87,8 @@ def inbox_rows(messages: Sequence[ServiceBusMessage], *, now: datetime,
     for position, message in enumerate(messages):
         properties = encode_properties(message.application_properties)
         strings = _system_strings(message)
-        size = message_size(byte_length, message.body, properties, strings)
+        body = stored_body(message)
+        size = message_size(byte_length, body, properties, strings)
         if size > limit:
             raise too_large(f"message {position}", size, limit, entity)
         scheduled = schedule or message.scheduled_enqueue_time_utc
@@ -107,10 +109,10 @@ def inbox_rows(messages: Sequence[ServiceBusMessage], *, now: datetime,
         counters[pid] = idx + 1
         kind = PING if message.content_type == PING_CONTENT_TYPE else MSG
         message_id, *other_strings = strings
-        rows.append((pid, idx, kind, message_id, bytearray(message.body), properties,
+        rows.append((pid, idx, kind, message_id, bytearray(body), properties,
                      *other_strings,
                      None if ttl is None else int(ttl / timedelta(milliseconds=1)),
-                     enqueued, scheduled, expires, size, hops))
+                     enqueued, scheduled, expires, size, hops, stored_form(message)))
     return rows
 
 

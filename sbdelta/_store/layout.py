@@ -84,6 +84,10 @@ MESSAGE_FIELDS = (
     ("size", "INT"),
     # FWD-3: forwarding hops crossed so far (NULL: none); set by the forwarder, never by users.
     ("hops", "INT"),
+    # The AMQP body form (issue 17): NULL for DATA (the body's bytes), 'value' or 'sequence'
+    # for a body stored as JSON (sbdelta._amqp_body). Added after the first layouts: older
+    # tables get it when opened (NULL: DATA).
+    ("body_type", "STRING"),
 )
 
 INBOX_COLUMNS = (("pid", "INT"), ("idx", "INT"), ("kind", "STRING")) + MESSAGE_FIELDS

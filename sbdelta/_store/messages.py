@@ -409,13 +409,16 @@ class MessageStore:
 def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: str,
                   folder: str) -> None:
     """Create the table at ``path`` if missing, refuse one of an older layout
-    (StorageLayoutError), add the columns it lacks. A local table that delta-rs finds complete
-    and portable is left alone without a Spark job (every client that opens an entity asks);
+    (StorageLayoutError), add the columns it lacks (through delta-rs where it can). A local
+    table that delta-rs finds complete and portable is left alone without a Spark job (every
+    client that opens an entity asks);
     a missing local one is made by delta-rs (:mod:`.rs_tables`), Spark making it only where
     delta-rs cannot.
     A table removed from an entity in use is not made again (:func:`_refuse_removed`)."""
     if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
         return
+    if engine.appends(path) and rs_tables.add_missing_columns(path, columns, FOREIGN_FEATURES):
+        return  # made by an older sbdelta: the columns added since, by delta-rs (no JVM)
     there = _refuse_removed(spark, path, folder, what)
     if (engine.appends(path) and not there
             and rs_tables.create(path, columns, properties, partitioned_by="pid")):

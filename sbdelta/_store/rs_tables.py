@@ -64,6 +64,34 @@ def create(path: str, columns: Sequence[Tuple[str, str]], properties: Dict[str, 
     return rs.table_ready(path, names, ())
 
 
+def add_missing_columns(path: str, columns: Sequence[Tuple[str, str]],
+                        foreign: Sequence[str]) -> bool:
+    """Add to the local table ``path`` the ``columns`` it lacks (a table made before a column
+    existed: nullable, at the end, so its rows read them as NULL), in one delta-rs commit
+    without a JVM. True when the table has every column afterwards (added here or by a
+    concurrent opener); False when delta-rs cannot tell or do it (a remote path, a table with
+    a ``foreign`` writer feature, any error): the caller then asks Spark."""
+    local = rs.local_table(path)
+    if local is None:
+        return False
+    names = [name for name, _ in columns]
+    try:
+        from deltalake import DeltaTable
+        from deltalake.schema import Field
+
+        table = DeltaTable(local)
+        if any(f in (table.protocol().writer_features or []) for f in foreign):
+            return False
+        have = {field.name.lower() for field in table.schema().fields}
+        missing = [(n, t) for n, t in columns if n.lower() not in have]
+        if missing:
+            table.alter.add_columns([Field.from_arrow(field)
+                                     for field in arrow_schema(missing)])
+    except Exception as exc:  # noqa: BLE001 - a concurrent opener, or Spark decides
+        log.debug("delta-rs add_columns on %s failed: %s", path, exc)
+    return rs.table_ready(path, names, foreign)
+
+
 def vacuum_candidates(path: str, retain_hours: float) -> Optional[int]:
     """How many files a VACUUM keeping ``retain_hours`` could delete: files the table no longer
     references, or never did, older than that (whole hours, rounded down, so never fewer than

@@ -16,6 +16,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 
 import click
 
+from ..amqp import AmqpMessageBodyType
 from ..exceptions import ServiceBusError
 
 DEFAULT_NAMESPACE = "namespace"
@@ -184,10 +185,13 @@ def message_dict(m) -> dict:
     """A received or peeked message as JSON-ready data (body as text, bytes as hex when it is
     not UTF-8)."""
     body = m.body
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = "hex:" + body.hex()
+    if m.body_type is not AmqpMessageBodyType.DATA:  # an AMQP value or sequence body
+        text = str(m)
+    else:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = "hex:" + body.hex()
     props = m.application_properties
     return {
         "sequence_number": m.sequence_number, "message_id": m.message_id,

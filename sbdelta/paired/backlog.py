@@ -20,7 +20,8 @@ import re
 from datetime import timedelta
 from typing import Any, Dict
 
-from .._message import ServiceBusMessage
+from .._amqp_body import body_of
+from .._message import ServiceBusMessage, with_body
 from ..exceptions import InvalidMessageError
 
 __all__ = ["PATH", "SESSION_ID", "TIME_TO_LIVE", "SCHEDULED", "RESERVED", "to_backlog",
@@ -62,7 +63,8 @@ def to_backlog(message: ServiceBusMessage, destination: str) -> ServiceBusMessag
     fields = {name: getattr(message, name) for name in _KEPT}
     if partition_key is None and message.session_id is not None:
         fields["partition_key"] = message.session_id  # keeps one session in one partition
-    return ServiceBusMessage(message.body, application_properties=props, **fields)
+    return with_body(ServiceBusMessage(None, application_properties=props, **fields),
+                     *body_of(message))
 
 
 # -- restoring backlog rows, as Spark Columns (the syphon) --------------------------------------

@@ -18,7 +18,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Callable, List, Optional, Sequence, Union
 
-from .._message import ServiceBusMessage, ServiceBusMessageBatch, to_message_list
+from .._batch import ServiceBusMessageBatch, to_message_list
+from .._message import ServiceBusMessage
 from .._store import PING_CONTENT_TYPE
 from ..exceptions import (MessagingEntityAlreadyExistsError,
                           ServiceBusCommunicationError)

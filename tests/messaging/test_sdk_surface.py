@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from sbdelta import (AutoLockRenewer, ServiceBusClient, ServiceBusMessage,
-                     ServiceBusReceiveMode)
+                     ServiceBusReceiveMode, ServiceBusSubQueue)
 from sbdelta.exceptions import AutoLockRenewTimeout, ServiceBusInvalidOperationError
 from sbdelta.management import (AccessRights, AuthorizationRule, EntityAvailabilityStatus,
                                 ServiceBusAdministrationClient)
@@ -107,8 +107,8 @@ def test_an_amqp_annotated_message_is_sent_received_and_viewed_as_the_sdk_does(
         client, queue, clock):
     """``AmqpAnnotatedMessage`` with a DATA body goes through send, schedule and batches
     as the message its sections map to; a received message's ``raw_amqp_message`` shows its
-    sections and the annotations Service Bus sets; a SEQUENCE body is refused before
-    anything is written (sbdelta stores bytes)."""
+    sections and the annotations Service Bus sets; a value that cannot be stored is refused
+    before anything is written (VALUE and SEQUENCE bodies travel in the next test)."""
     from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
     from sbdelta.exceptions import MessageTypeError
 
@@ -124,9 +124,9 @@ def test_an_amqp_annotated_message_is_sent_received_and_viewed_as_the_sdk_does(
     sender.send_messages(batch)
     [scheduled] = sender.schedule_messages(AmqpAnnotatedMessage(data_body=b"later"),
                                            clock.now() + timedelta(minutes=5))
-    with pytest.raises(MessageTypeError, match="SEQUENCE body cannot be sent"):
+    with pytest.raises(MessageTypeError, match="value_body holds a value of type object"):
         sender.send_messages([ServiceBusMessage("not sent either"),
-                              AmqpAnnotatedMessage(sequence_body=[1, 2])])
+                              AmqpAnnotatedMessage(value_body=object())])
     receiver = client.get_queue_receiver(name, max_wait_time=0)
     first, second = receiver.receive_messages(10)  # not the scheduled one, not the refused
     assert (str(first), first.message_id, first.subject, first.content_type,
@@ -147,6 +147,67 @@ def test_an_amqp_annotated_message_is_sent_received_and_viewed_as_the_sdk_does(
     receiver.complete_messages([first, second])
     [later] = receiver.peek_messages(5)
     assert (later.sequence_number, str(later)) == (scheduled, "later")
+
+
+def test_amqp_value_and_sequence_bodies_keep_their_form_and_types_through_a_queue(
+        spark, client, queue, clock):
+    """Issue 17: an ``AmqpAnnotatedMessage`` with a VALUE or SEQUENCE body is sent (a list, a
+    batch, a schedule), received, peeked, dead-lettered, read from the dead-letter queue,
+    resubmitted and sent on, and each time it comes back with its body form and its values'
+    types, as the SDK returns them; ``receive_dataframe`` names the form of each row."""
+    from chispa import assert_df_equality
+
+    from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
+    from sbdelta.dead_letters import resubmit_dead_letters
+
+    value = {"order": 7, "price": 9.5, "lines": [b"\x00\x01", None, True],
+             "due": clock.now().replace(microsecond=0), 3: "an int key"}
+    name = queue(lock_duration=LOCK)
+    sender = client.get_queue_sender(name)
+    sender.send_messages([AmqpAnnotatedMessage(value_body=value,
+                                               properties={"message_id": "v"}),
+                          AmqpAnnotatedMessage(sequence_body=[[1, "a"], [2.5]],
+                                               properties={"message_id": "s"}),
+                          ServiceBusMessage("plain", message_id="d")])
+    batch = sender.create_message_batch()
+    batch.add_message(AmqpAnnotatedMessage(value_body="in a batch"))
+    sender.send_messages(batch)
+    sender.schedule_messages(AmqpAnnotatedMessage(value_body=[1, 2]),
+                             clock.now() + timedelta(minutes=5))
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    got = {m.message_id or str(m.body): m for m in receiver.receive_messages(10)}
+    assert set(got) == {"v", "s", "d", "in a batch"}
+    v, s = got["v"], got["s"]
+    assert (v.body_type, v.body) == (AmqpMessageBodyType.VALUE, value)
+    assert type(v.body["order"]) is int and type(v.body["lines"][0]) is bytes
+    assert (v.raw_amqp_message.body_type, v.raw_amqp_message.body) == (
+        AmqpMessageBodyType.VALUE, value)
+    assert s.body_type is AmqpMessageBodyType.SEQUENCE and list(s.body) == [[1, "a"], [2.5]]
+    assert (got["d"].body_type, bytes(got["d"].body)) == (AmqpMessageBodyType.DATA, b"plain")
+    assert got["in a batch"].body == "in a batch"
+    [scheduled] = [m for m in receiver.peek_messages(10) if m.sequence_number not in
+                   {m.sequence_number for m in got.values()}]
+    assert (scheduled.body_type, scheduled.body) == (AmqpMessageBodyType.VALUE, [1, 2])
+
+    receiver.dead_letter_message(v, reason="audit")
+    receiver.complete_messages([got["d"], got["in a batch"]])
+    sender.send_messages(s)  # a received message sent on keeps its body
+    receiver.complete_message(s)
+    dlq = client.get_queue_receiver(name, max_wait_time=0,
+                                    sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    [dead] = dlq.peek_messages(5)
+    assert (dead.body_type, dead.body, dead.dead_letter_reason) == (
+        AmqpMessageBodyType.VALUE, value, "audit")
+    assert resubmit_dead_letters(client, name) == 1
+
+    rows = receiver.receive_dataframe(10)  # Spark: the resubmitted value, the sequence
+    assert_df_equality(
+        rows.selectExpr("message_id", "body_type", "CASE WHEN body_type = 'sequence' THEN "
+                        "CAST(body AS STRING) END AS json"),
+        spark.createDataFrame([("s", "sequence", '[[1,"a"],[2.5]]'), ("v", "value", None)],
+                              "message_id STRING, body_type STRING, json STRING"),
+        ignore_row_order=True, ignore_nullable=True)
+    assert receiver.complete_messages(rows) == 2
 
 
 def test_the_deprecated_message_property_is_a_uamqp_shaped_view_whose_outcomes_settle(tmp_path):

@@ -14,7 +14,9 @@ from datetime import timedelta
 import pytest
 
 from sbdelta import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from sbdelta._batch import to_message_list
 from sbdelta._namespace import normalize_root
+from sbdelta.amqp import AmqpAnnotatedMessage
 from sbdelta.exceptions import ServiceBusCommunicationError, ServiceBusInvalidOperationError
 from sbdelta.management import EntityStatus, ServiceBusAdministrationClient
 from sbdelta.paired import (BACKLOG_QUEUE_PROPERTIES, PairedNamespaceOptions, backlog_queue_name,
@@ -22,6 +24,9 @@ from sbdelta.paired import (BACKLOG_QUEUE_PROPERTIES, PairedNamespaceOptions, ba
 from sbdelta.paired.syphon import Syphon
 
 MINUTE = timedelta(minutes=1)
+#: A message with an AMQP VALUE body (issue 17).
+VALUE_MESSAGE = to_message_list(AmqpAnnotatedMessage(value_body={"n": [1, b"x"]},
+                                                     properties={"message_id": "v"}))[0]
 #: A property value that looks like a reserved key inside (the restore cuts only real keys).
 TRICKY = 'say ,"x-ms-path":"elsewhere", {"$t": 1}'
 
@@ -79,6 +84,7 @@ def test_pair_7_the_syphon_moves_backlog_messages_home_with_their_properties_res
         (ServiceBusMessage("f"), "missing"),
         (ServiceBusMessage("g", subject="evt"), "events"),
         (ServiceBusMessage("stray", application_properties={"k": 2}), None),  # no x-ms-path
+        (VALUE_MESSAGE, "orders"),  # an AMQP value body keeps its form (issue 17)
         (ServiceBusMessage("bad-ttl", application_properties={  # not from a paired sender
             "x-ms-path": "orders", "x-ms-timetolive": "1h"}), None),
     ])
@@ -90,7 +96,7 @@ def test_pair_7_the_syphon_moves_backlog_messages_home_with_their_properties_res
     syphon = Syphon(primary, secondary, spark=spark, clock=clock)
     assert syphon.backlog_queues() == [backlog]
     report = syphon.drain()
-    assert report.moved == {"orders": 2, "sessions": 1, "expiring": 1, "events": 1}
+    assert report.moved == {"orders": 3, "sessions": 1, "expiring": 1, "events": 1}
     assert report.dead_lettered == {"Session ID is null": 1, "MessagingEntityNotFound": 1,
                                     "InvalidBacklogMessage": 2}
     assert list(report.waiting) == ["closed"] and "SendDisabled" in report.waiting["closed"]
@@ -102,9 +108,10 @@ def test_pair_7_the_syphon_moves_backlog_messages_home_with_their_properties_res
 
     with ServiceBusClient(primary, spark=spark, clock=clock) as home:
         orders = home.get_queue_receiver("orders", max_wait_time=0)
-        a, i = orders.receive_messages(10)
+        a, v, i = orders.receive_messages(10)
         assert str(i) == "i"
-        orders.complete_messages([i])
+        assert (v.body_type.value, v.body, v.message_id) == ("value", {"n": [1, b"x"]}, "v")
+        orders.complete_messages([i, v])
         assert (str(a), a.message_id, a.application_properties, a.time_to_live, a.content_type,
                 a.correlation_id, a.subject, a.session_id, a.expires_at_utc) == \
             ("a", "a", {"k": 1, "when": sent_at, "z": TRICKY}, timedelta(minutes=10),

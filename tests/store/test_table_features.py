@@ -223,3 +223,63 @@ def test_send_3_entities_made_by_delta_rs_without_a_jvm_are_the_tables_spark_mak
         assert sorted(str(m) for m in got) == ["0", "1", "2", "3"]  # $Default and "odd"
         sub.complete_messages(got)
         assert receiver.peek_messages(10) == [] and sub.peek_messages(10) == []
+
+
+_OLDER_LAYOUT = """
+import glob, json, sys
+from datetime import datetime, timezone
+from deltalake import DeltaTable, write_deltalake
+import pyarrow as pa
+from pyspark import SparkContext
+from sbdelta import ServiceBusClient, ServiceBusMessage
+from sbdelta.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
+from sbdelta.management import ServiceBusAdministrationClient
+from sbdelta._store.codec import inbox_rows
+from sbdelta._store.layout import INBOX_COLUMNS
+from sbdelta._store.rs_tables import arrow_schema
+
+ns = sys.argv[1]
+ServiceBusAdministrationClient(ns).create_queue("q")
+# Every table of the namespace as the layout before the body_type column made it.
+older = []
+for log in sorted(glob.glob(ns + "/**/_delta_log", recursive=True)):
+    path = log[: -len("/_delta_log")]
+    table = DeltaTable(path)
+    if "body_type" in [f.name for f in table.schema().fields]:
+        write_deltalake(path, table.to_pyarrow_table().drop_columns(["body_type"]),
+                        mode="overwrite", schema_mode="overwrite",
+                        partition_by=table.metadata().partition_columns or None)
+        older.append(path)
+inbox = [p for p in older if p.endswith("/inbox")][0]
+old_columns = [c for c in INBOX_COLUMNS if c[0] != "body_type"]
+[row] = inbox_rows([ServiceBusMessage("before")], now=datetime.now(timezone.utc), schedule=None,
+                   ttl_cap=None, limit=262144, entity="q", partition=lambda m: 0)
+write_deltalake(inbox, pa.Table.from_pylist([dict(zip([n for n, _ in old_columns], row[:-1]))],
+                                            schema=arrow_schema(old_columns)), mode="append")
+with ServiceBusClient(ns) as client:
+    client.get_queue_sender("q").send_messages(AmqpAnnotatedMessage(value_body={"n": 1}))
+    receiver = client.get_queue_receiver("q", max_wait_time=0)
+    got = receiver.receive_messages(5)
+    receiver.complete_messages(got)
+print(json.dumps({"jvm": SparkContext._gateway is not None, "older": len(older),
+                  "got": [[m.body_type.value, str(m)] for m in got],
+                  "body_type everywhere": sorted({"body_type" in [f.name for f in DeltaTable(p).schema().fields] for p in older})}))
+"""
+
+
+def test_issue17_tables_made_before_the_body_type_column_get_it_when_opened_without_a_jvm(
+        tmp_path):
+    """A namespace made by the layout before issue 17's ``body_type`` column (each table of a
+    queue without it, an inbox row written by that layout) is opened by a client that starts
+    no JVM: delta-rs adds the column to each table the client opens, the old row reads as a
+    DATA body, and a VALUE body sent after it comes back as one."""
+    import json
+
+    from ..conftest import run_python
+
+    proc = run_python("-c", _OLDER_LAYOUT, str(tmp_path / "ns"))
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1]) == {
+        "jvm": False, "older": 3, "got": [["data", "before"], ["value", "{'n': 1}"]],
+        "body_type everywhere": [True]}

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sbdelta._message import (ServiceBusMessage, ServiceBusMessageBatch,
-                              ServiceBusReceivedMessage, to_message_list)
+from sbdelta._batch import ServiceBusMessageBatch, to_message_list
+from sbdelta._message import ServiceBusMessage, ServiceBusReceivedMessage
 from sbdelta.amqp import (AmqpAnnotatedMessage, AmqpMessageBodyType, AmqpMessageHeader,
                           AmqpMessageProperties)
-from sbdelta.exceptions import InvalidMessageError, MessageTypeError
+from sbdelta.exceptions import InvalidMessageError, MessageSizeExceededError, MessageTypeError
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 MS = int(T0.timestamp() * 1000)
@@ -21,8 +21,12 @@ def test_a_message_has_exactly_one_body_of_the_three_forms():
     data = AmqpAnnotatedMessage(data_body=["ab", b"c"])
     assert data.body_type is AmqpMessageBodyType.DATA and list(data.body) == [b"ab", b"c"]
     assert str(data) == "abc"
-    sequence = AmqpAnnotatedMessage(sequence_body=[1, "x"])
-    assert sequence.body_type is AmqpMessageBodyType.SEQUENCE and list(sequence.body) == [1, "x"]
+    sequence = AmqpAnnotatedMessage(sequence_body=[1, "x"])  # one section, as the SDK has it
+    assert sequence.body_type is AmqpMessageBodyType.SEQUENCE
+    assert list(sequence.body) == [[1, "x"]]
+    assert list(AmqpAnnotatedMessage(sequence_body=[[1], ("x", 2)]).body) == [[1], ["x", 2]]
+    with pytest.raises(MessageTypeError, match="sequence_body has type int; allowed: a list"):
+        AmqpAnnotatedMessage(sequence_body=5)
     value = AmqpAnnotatedMessage(value_body={"k": 1})
     assert (value.body_type, value.body, str(value)) == (
         AmqpMessageBodyType.VALUE, {"k": 1}, "{'k': 1}")
@@ -85,11 +89,22 @@ def test_a_data_message_sends_as_the_service_bus_message_its_sections_map_to():
 
 
 def test_what_cannot_be_stored_is_refused_before_sending_with_what_is_allowed():
-    for body in ({"sequence_body": [1, 2]}, {"value_body": 3}):
-        with pytest.raises(MessageTypeError, match="sbdelta stores message bodies as bytes"):
+    class Opaque:
+        pass
+
+    for body, error, words in (
+            ({"value_body": Opaque()}, MessageTypeError,
+             "value_body holds a value of type Opaque; an AMQP body value may be None, bool"),
+            ({"value_body": {"k": [1, 2 ** 64]}}, InvalidMessageError,
+             r"value_body\['k'\]\[1\] is the integer 18446744073709551616, beyond 64 bits"),
+            ({"sequence_body": [[1], [{1, 2}]]}, MessageTypeError,
+             r"sequence_body\[1\]\[0\] holds a value of type set")):
+        with pytest.raises(error, match=words):
             to_message_list([ServiceBusMessage("ok"), AmqpAnnotatedMessage(**body)])
-        with pytest.raises(MessageTypeError, match="send data_body="):
-            ServiceBusMessageBatch(1024).add_message(AmqpAnnotatedMessage(**body))
+        batch = ServiceBusMessageBatch(1024)
+        with pytest.raises(error, match=words):
+            batch.add_message(AmqpAnnotatedMessage(**body))
+        assert len(batch) == 0
     with pytest.raises(MessageTypeError, match="data_body section 1 has type int"):
         to_message_list(AmqpAnnotatedMessage(data_body=[b"a", 1]))
     with pytest.raises(MessageTypeError, match="properties.subject has type float"):
@@ -138,3 +153,62 @@ def test_raw_amqp_message_of_a_sent_and_a_received_message():
         annotations={b"x-opt-partition-key": "p"}))
     assert (bytes(again.body), again.partition_key, again.time_to_live) == (
         b"r", "p", timedelta(minutes=1))
+
+
+def test_value_and_sequence_bodies_are_stored_as_typed_json_and_read_back_with_their_types():
+    """A VALUE or SEQUENCE body is stored as the ``body`` bytes plus its form in ``body_type``
+    (issue 17) and comes back with the same types, the SDK's shapes and the sizes of what
+    is stored."""
+    from sbdelta._amqp_body import decode_body, stored_body, stored_form
+    from sbdelta._message import from_amqp
+
+    value = {"s": "text", "i": -2 ** 63, "f": 1.5, "nan": float("inf"), "b": b"\x00\xff",
+             "t": T0, "u": uuid.UUID(int=5), "none": None, "yes": True,
+             "list": [1, [2, "three"]], "tuple": (4, 5), "$dollar": 1,
+             7: "int key", ("a", 1): "tuple key"}
+    sent = from_amqp(AmqpAnnotatedMessage(value_body=value, properties={"message_id": "v"}))
+    assert (sent.body_type, sent.body, sent.message_id) == (
+        AmqpMessageBodyType.VALUE, value, "v")
+    data = stored_body(sent)
+    assert stored_form(sent) == "value" and str(sent) == str(value)
+    form, back = decode_body("value", data)
+    expected = dict(value, tuple=[4, 5])  # tuples in a value come back as lists (AMQP lists)
+    assert (form, back) == (AmqpMessageBodyType.VALUE, expected)
+    assert isinstance(back["i"], int) and isinstance(back["f"], float) and back["yes"] is True
+    assert sent.size_in_bytes == ServiceBusMessage(data, message_id="v").size_in_bytes
+
+    received = ServiceBusReceivedMessage._from_fields(
+        sequence_number=3, body=data, body_type="value", enqueued_time_utc=T0)
+    assert (received.body_type, received.body) == (AmqpMessageBodyType.VALUE, expected)
+    raw = received.raw_amqp_message
+    assert (raw.body_type, raw.body) == (AmqpMessageBodyType.VALUE, expected)
+    for scalar in (None, 0, "x", [], {}):
+        again = from_amqp(AmqpAnnotatedMessage(value_body=scalar))
+        assert decode_body("value", stored_body(again)) == (AmqpMessageBodyType.VALUE, scalar)
+
+    sequence = from_amqp(AmqpAnnotatedMessage(sequence_body=[[1, b"b"], ["c"]]))
+    assert sequence.body_type is AmqpMessageBodyType.SEQUENCE
+    assert list(sequence.body) == [[1, b"b"], ["c"]] and list(sequence.body) == [[1, b"b"], ["c"]]
+    received = ServiceBusReceivedMessage._from_fields(
+        sequence_number=4, body=stored_body(sequence), body_type="sequence")
+    assert list(received.body) == [[1, b"b"], ["c"]]
+    assert list(received.raw_amqp_message.body) == [[1, b"b"], ["c"]]
+
+    data_message = ServiceBusReceivedMessage._from_fields(sequence_number=5, body=b"d")
+    assert (data_message.body_type, bytes(data_message.body)) == (AmqpMessageBodyType.DATA, b"d")
+    assert stored_form(data_message) is None
+    with pytest.raises(InvalidMessageError, match="body type 'xml'; known: data, value, sequence"):
+        decode_body("xml", b"{}")
+    with pytest.raises(InvalidMessageError, match="a stored value body is not JSON"):
+        decode_body("value", b"\xff")
+
+
+def test_a_value_body_counts_toward_the_batch_and_the_size_limit_as_stored():
+    """SEND-5 for AMQP bodies: the stored JSON is the body's size, in a batch too."""
+    big = AmqpAnnotatedMessage(value_body="x" * 2000)
+    batch = ServiceBusMessageBatch(2000)
+    with pytest.raises(MessageSizeExceededError, match="does not fit in the batch"):
+        batch.add_message(big)
+    batch.add_message(AmqpAnnotatedMessage(value_body=[1, 2, 3]))
+    assert batch.size_in_bytes == to_message_list(
+        AmqpAnnotatedMessage(value_body=[1, 2, 3]))[0].size_in_bytes

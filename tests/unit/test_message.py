@@ -15,13 +15,12 @@ from sbdelta._message import (
     InvalidMessageError,
     MessageTypeError,
     ServiceBusMessage,
-    ServiceBusMessageBatch,
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
-    to_message_list,
 )
+from sbdelta._batch import ServiceBusMessageBatch, to_message_list
 from sbdelta.exceptions import (MessageSizeExceededError, ServiceBusError,
                                 ServiceBusInvalidOperationError)
 
