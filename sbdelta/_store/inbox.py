@@ -18,8 +18,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from . import deltalog, rs
 from .delta import (TIME_TRAVEL_CHECK, find_commit, latest_snapshot, remove_files_quietly,
                     session_settings)
-from .layout import (FRONTIER, OPERATION_BOUND, case_by_pid, frontier_at, kept_frontier_sql,
-                     pid_list, seq_sql, sequence_number, start_version)
+from .layout import (COPY_SHIFT, FRONTIER, MSG, OPERATION_BOUND, SEEN, SEEN_COPY, case_by_pid,
+                     frontier_at, kept_frontier_sql, pid_list, seq_sql, sequence_number,
+                     start_version)
 
 
 def append(store, df) -> Optional[Tuple[int, int]]:
@@ -35,9 +36,11 @@ def append(store, df) -> Optional[Tuple[int, int]]:
     return find_commit(store.delta_log(store.inbox_path), token, before)
 
 
-def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, hi: int):
+def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, hi: int, *,
+                history: bool = False):
     """Inbox rows of versions lo..hi in ``pids`` past each partition's frontier, with ``seq``
-    (a subscription's: only those its rules admit, as it sees them)."""
+    (a subscription's: only those its rules admit, as it sees them; with ``history``, also
+    each topic message as a :data:`.layout.SEEN` row, :func:`seen_rows`)."""
     from pyspark.sql import functions as F
 
     pids = sorted(set(pids))
@@ -52,11 +55,33 @@ def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, 
             # The inbox position: a subscription's copies of one message share it (TOPIC-5).
             .withColumn("pos", F.col("seq")))
     # A subscription sees its topic's inbox through its rules (MessageStore.admit).
-    return rows if store.admit is None else store.admit(rows)
+    if store.admit is None:
+        return rows
+    if history:
+        return store.admit(rows).unionByName(seen_rows(rows), allowMissingColumns=True)
+    return store.admit(rows)
+
+
+def seen_rows(rows):
+    """Every topic message read, as a :data:`.layout.SEEN` row (body left out): what a
+    subscription's receive records in its duplicate history whether its rules take the
+    message or not (a topic with duplicate detection; the plan registers no message for it).
+    ``rows``: a DataFrame of inbox rows with ``pos``, or a list of such dicts."""
+    copy = SEEN_COPY << COPY_SHIFT
+    if isinstance(rows, list):
+        return [dict(row, kind=SEEN, seq=row["pos"] | copy, body=None) for row in rows
+                if row.get("kind") == MSG]
+    from pyspark.sql import functions as F
+
+    return (rows.where(F.col("kind") == MSG)
+            .withColumn("kind", F.lit(SEEN))
+            .withColumn("seq", F.col("pos").bitwiseOR(F.lit(copy)))
+            .withColumn("body", F.lit(None).cast("binary")))
 
 
 def inbox_rows(store, frontiers: Dict[int, int], lo: int, hi: int,
-               columns: Optional[Sequence[str]] = None) -> List[dict]:
+               columns: Optional[Sequence[str]] = None, *,
+               history: bool = False) -> List[dict]:
     """:func:`inbox_range` read by delta-rs, without Spark: dicts (:func:`.rs.inbox_rows`;
     only ``columns`` of a queue's rows when given). A subscription's rows go through its rules
     in Python (:meth:`sbdelta._subscription.Admission.admit_rows`: the same rows, copies,
@@ -64,38 +89,42 @@ def inbox_rows(store, frontiers: Dict[int, int], lo: int, hi: int,
     if store.admit is None:
         return rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number,
                              columns=columns)
-    return store.admit.admit_rows(
-        rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number))
+    read = rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number)
+    return store.admit.admit_rows(read) + (seen_rows(read) if history else [])
 
 
 def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
-               as_rows: bool = False, mine: Optional[Sequence[str]] = None):
+               as_rows: bool = False, mine: Optional[Sequence[str]] = None,
+               history: bool = False):
     """Find unregistered inbox rows, reading as few commits as it can.
 
-    Returns (rows, last version read, available count per partition), the rows a DataFrame
-    (Spark reads the change feed) or None; with ``as_rows`` (a queue's local inbox, the
-    delta-rs engine) a list of dicts read by delta-rs (:func:`inbox_rows`).
+    Returns (rows, last version read, row count per partition, own count per partition): the
+    rows a DataFrame (Spark reads the change feed) or None; with ``as_rows`` (a local inbox,
+    the delta-rs engine) a list of dicts read by delta-rs (:func:`inbox_rows`).
     Reads versions [lo, lo+window) and widens the window (x8) while fewer than ``need``
-    rows turned up and newer versions exist, so the cost follows the batch, not the
-    backlog. With ``mine`` (a session receive: the ids of the sessions held) only their rows
-    count toward ``need``, though every row read is returned and counted per partition (the
-    receive registers them all).
+    own rows turned up and newer versions exist, so the cost follows the batch, not the
+    backlog. Own rows are messages (not the SEEN rows of ``history``, :func:`seen_rows`)
+    and, with ``mine`` (a session receive: the ids of the sessions held), only those of
+    these sessions; every row read is returned and counted per partition (a session receive,
+    and one with ``history``, registers them all).
     """
     lagging = {p: start_version(f) for p, f in frontiers.items()
                if start_version(f) <= latest}
     if not lagging:
-        return None, latest, {}
+        return None, latest, {}, {}
     lo = min(lagging.values())
     window = 16
     while True:
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
-        own = None  # rows of ``mine`` found (None: every row counts)
+        own = None  # own rows per partition (None: every row counts)
         if as_rows:
-            df = inbox_rows(store, {p: frontiers.get(p, -1) for p in pids}, lo, hi)
+            df = inbox_rows(store, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
+                            history=history)
             counts = dict(Counter(row["pid"] for row in df))
-            if mine is not None:
-                own = sum(1 for row in df if row.get("session_id") in mine)
+            if mine is not None or history:
+                own = dict(Counter(row["pid"] for row in df if row["kind"] != SEEN and (
+                    mine is None or row.get("session_id") in mine)))
         else:
             counts = None
             if store.admit is None and store.engine.reads(store.inbox_path):
@@ -110,32 +139,46 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                         sequence_number, session_ids=list(mine))
                     if ours is not None:
                         hi = enough_versions(ours, lo, hi, need)
-                        own = sum(k for (_, v), k in ours.items() if v <= hi)
+                        own = _per_partition(ours, hi)
                 elif by_version is not None:
                     hi = enough_versions(by_version, lo, hi, need)
                 if by_version is not None:
                     pids = [p for p in pids if lagging[p] <= hi]
-                    counts = Counter()
-                    for (p, v), k in by_version.items():
-                        if v <= hi:
-                            counts[p] += k
-                    counts = dict(counts)
-            df = inbox_range(store, pids, frontiers, lo, hi)
+                    counts = _per_partition(by_version, hi)
+            df = inbox_range(store, pids, frontiers, lo, hi, history=history)
             if counts is None and getattr(store.admit, "evaluates_messages", False):
                 # A subscription's rules that read messages run once here, not again in each
                 # job of the receive (true/false filters only compare a timestamp: no job).
                 df = df.localCheckpoint(eager=True)
-            if counts is None:
-                counts = {r.pid: r.n for r in df.groupBy("pid").count()
-                          .withColumnRenamed("count", "n").collect()}
-            if mine is not None and own is None:
-                from pyspark.sql import functions as F
-
-                own = df.where(F.col("session_id").isin(list(mine))).count()
-        found = sum(counts.values()) if mine is None else own
-        if found >= need or hi >= latest or window >= 4096:
-            return df, hi, counts
+            if counts is None or (own is None and (mine is not None or history)):
+                counts, own = _spark_counts(df, mine, history)
+        if own is None:
+            own = counts
+        if sum(own.values()) >= need or hi >= latest or window >= 4096:
+            return df, hi, counts, own
         window *= 8
+
+
+def _per_partition(by_version: Dict[Tuple[int, int], int], hi: int) -> Dict[int, int]:
+    counts = Counter()
+    for (p, v), k in by_version.items():
+        if v <= hi:
+            counts[p] += k
+    return dict(counts)
+
+
+def _spark_counts(df, mine: Optional[Sequence[str]], history: bool):
+    """Rows and own rows (:func:`scan_inbox`) per partition of ``df``, in one Spark job."""
+    from pyspark.sql import functions as F
+
+    own = F.col("kind") != F.lit(SEEN)
+    if mine is not None:
+        own = own & F.col("session_id").isin(list(mine))
+    rows = df.groupBy("pid").agg(F.count(F.lit(1)).alias("n"),
+                                 F.count(F.when(own, 1)).alias("own")).collect()
+    counts = {r.pid: r.n for r in rows}
+    return counts, ({r.pid: r.own for r in rows if r.own} if mine is not None or history
+                    else counts)
 
 
 def enough_versions(counts: Dict[Tuple[int, int], int], lo: int, hi: int, need: int) -> int:

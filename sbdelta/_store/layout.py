@@ -43,6 +43,13 @@ SEQ_MASK = (1 << 64) - 1
 
 # Row kinds (column ``kind``) and message states (column ``state``).
 MSG, FRONTIER, DEDUP, PING = "MSG", "FRONTIER", "DEDUP", "PING"
+# A topic message a subscription's rules do not take, read by a receive of a topic with
+# duplicate detection (issue 13): a row of the receive's new rows only (never stored), so that
+# the subscription's duplicate history holds every message id the topic took, whatever its
+# rules, and a duplicate is dropped by every subscription alike. Its sequence number is its
+# position with copy number SEEN_COPY (no rule's copy has it).
+SEEN = "SEEN"
+SEEN_COPY = (1 << (63 - COPY_SHIFT)) - 1
 # SESS-2..5: one row per session of a session entity (key ``s:<session id>``), in the partition
 # its session id hashes to: the session lock (lock_token, locked_until) and the session state.
 SESSION = "SESSION"

@@ -107,14 +107,18 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
     if session is not None:  # the held sessions' partitions (one per session)
         frontiers = {p: frontiers[p] for p in session.pids}
     fast = _fast(store, n, as_rows)
-    new_rows, hi, new_counts = None, -1, {}
+    # A topic with duplicate detection: each subscription's history holds every message id
+    # the topic took (its rules' or not), so a duplicate is dropped by all alike. The receive
+    # reads the messages its rules refuse as SEEN rows and registers every row it reads.
+    history = store.admit is not None and policy.duplicate_detection is not None
+    new_rows, hi, new_counts, own = None, -1, {}, {}
     if not store.dead_letter and n > sum(claimable.values()):
         latest = (rs.version(store.inbox_path) if fast
                   else store.latest_version(store.inbox_path))
         have = sum(claimable.values())
-        new_rows, hi, new_counts = scan_inbox(
+        new_rows, hi, new_counts, own = scan_inbox(
             store, frontiers, max(0, n - have), latest, as_rows=fast,
-            mine=None if session is None else session.session_ids)
+            mine=None if session is None else session.session_ids, history=history)
 
     # Choose partitions: a random rotation, until the chosen ones can fill the batch.
     start = random.randrange(store.partitions)
@@ -132,8 +136,12 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
         elif remaining <= 0 and old + new > 0:
             break
         take_old[p] = min(old, remaining)
-        take_new[p] = min(new, remaining - take_old[p])
-        remaining -= take_old[p] + take_new[p]
+        if history:  # every row read: the first own ones handed out
+            take_new[p] = new
+            remaining -= take_old[p] + own.get(p, 0)
+        else:
+            take_new[p] = min(new, remaining - take_old[p])
+            remaining -= take_old[p] + take_new[p]
         chosen.append(p)
     if session is not None:
         # Its sessions' partitions only: registered messages of the sessions, and every new
@@ -161,10 +169,11 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
 
     # A lock runs from the time it is granted, read again after the reads that planned it (on
     # a busy Spark they take seconds): the receiver gets the whole lock duration.
-    lock = (Grant(lock_token_prefix(), max(now, clock()) + policy.lock_duration)
+    lock = (Grant(lock_token_prefix(), max(now, clock()) + policy.lock_duration,
+                  new_limit=n - sum(take_old.values()), every_row=history)
             if session is None
             else Grant(session.grant_prefix, session.locked_until,
-                       tuple(session.session_ids), n - sum(take_old.values())))
+                       tuple(session.session_ids), n - sum(take_old.values()), every_row=True))
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
                     any(actions[p] for p in chosen), tombstones.intersection(chosen))
     if fast:

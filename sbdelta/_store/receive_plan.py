@@ -46,13 +46,16 @@ REJECT_COLUMNS = ["dead_letter_reason", "dead_letter_error_description"]
 @dataclass(frozen=True)
 class Grant:
     """How a receive locks what it hands out: the grant prefix of the lock tokens and when the
-    locks end; for a session receive, the ids of the sessions held and how many new rows it
-    may hand out."""
+    locks end; for a session receive, the ids of the sessions held. ``every_row``: the
+    receive registers every new row it read (a session receive; a subscription of a topic
+    with duplicate detection, whose new rows include SEEN rows) and hands out the first
+    ``new_limit`` of its own (messages, of the sessions held)."""
 
     prefix: str
     until: datetime
     session_ids: Optional[Tuple[str, ...]] = None
     new_limit: int = 0
+    every_row: bool = False
 
     def sessions_sql(self) -> str:
         """SQL that holds for the held sessions' messages."""
@@ -160,8 +163,11 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     # position is never registered in part (its frontier passes all its copies at once). A
     # session receive registers every row read and hands out the first new_limit of its
     # sessions' own (in order of position: each session's in its order, whatever the partition).
-    if lock.session_ids is not None:
-        ctes.append(f"n1 AS (SELECT n0.*, coalesce({lock.sessions_sql()}, FALSE) AS _mine "
+    # A receive of a topic with duplicate detection registers every row read too (SEEN rows
+    # only as duplicate history) and hands out the first of its messages.
+    if lock.every_row:
+        mine = "TRUE" if lock.session_ids is None else lock.sessions_sql()
+        ctes.append(f"n1 AS (SELECT n0.*, coalesce({mine}, FALSE) AND kind = '{MSG}' AS _mine "
                     "FROM n0)")
         ctes.append("n2 AS (SELECT n1.*, row_number() OVER (PARTITION BY _mine ORDER BY "
                     "pos, seq) AS _rn FROM n1)")
@@ -194,10 +200,12 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
                     f"_dedup_until, rev AS _drev FROM m WHERE kind = '{DEDUP}')")
         ctes.append("r2 AS (SELECT r1.*, hist._dedup_until, hist._drev FROM r1 LEFT JOIN hist "
                     "ON r1.pid = hist._hpid AND r1.message_id = hist._hmid)")
-        # The first occurrence of an id: the lowest position (all its copies).
+        # The first occurrence of an id: the lowest position (all its copies, and its SEEN
+        # row); its history entry is written once (``_nth``: by position first, since a later
+        # position's copy 0 has a lower sequence number than an earlier one's copy 1).
         ctes.append("r3 AS (SELECT r2.*, pos = min(pos) OVER (PARTITION BY pid, message_id) "
-                    "AS _first, row_number() OVER (PARTITION BY pid, message_id ORDER BY seq) "
-                    "AS _nth FROM r2)")
+                    "AS _first, row_number() OVER (PARTITION BY pid, message_id ORDER BY pos, "
+                    "seq) AS _nth FROM r2)")
         ctes.append("r AS (SELECT r3.*, (message_id IS NOT NULL AND (NOT _first OR "
                     "(_dedup_until IS NOT NULL AND enqueued_time < _dedup_until))) AS _dup "
                     "FROM r3)")
@@ -263,7 +271,7 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     for p in choice.chosen:
         if not choice.take_new.get(p):
             continue
-        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.session_ids is not None:
+        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.every_row:
             fixed[p] = frontier_at(p, choice.hi)
         else:
             partial.append(p)
@@ -304,8 +312,9 @@ def taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
 
 def carries_rejects(rows: Sequence[dict]) -> bool:
     """Whether new rows read by delta-rs carry :data:`REJECT_COLUMNS` (a subscription's rules
-    set them on every row they admit when some rows may go to the dead-letter queue)."""
-    return bool(rows) and REJECT_COLUMNS[0] in rows[0]
+    set them on every row they admit when some rows may go to the dead-letter queue; SEEN
+    rows have none)."""
+    return bool(rows) and any(REJECT_COLUMNS[0] in row for row in rows)
 
 
 def values_cte(rows: Sequence[dict]) -> str:
@@ -319,6 +328,6 @@ def values_cte(rows: Sequence[dict]) -> str:
     names = [n for n, _ in columns]
     literal = set(DECIDING) | set(REJECT_COLUMNS)
     values = ", ".join(
-        "(" + ", ".join(_typed(sql_literal(row[n]) if n in literal else "NULL", kinds[n])
+        "(" + ", ".join(_typed(sql_literal(row.get(n)) if n in literal else "NULL", kinds[n])
                         for n in names) + ")" for row in rows)
     return f"(SELECT * FROM (VALUES {values}) AS v({', '.join(names)}))"
