@@ -14,7 +14,7 @@ from .inbox import inbox_range, inbox_rows, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
                      FRONTIER, MESSAGE_FIELDS, MSG, PID_SHIFT, SCHEDULED, kept_frontier_sql,
                      case_by_pid, key_sql, msg_key, partition_of, pid_list,
-                     position_of, start_version)
+                     position_of, sequence_number, start_version)
 from .receive_plan import DECIDING, values_cte
 
 
@@ -349,9 +349,23 @@ def kept_frontiers(store) -> Dict[int, int]:
 
 def inbox_counts(store, now: datetime) -> Counts:
     """A topic's own counts, from its inbox: messages scheduled for later and not cancelled
-    (TOPIC-6), and the size of everything it holds (its subscriptions keep their own counts)."""
+    (TOPIC-6), and the size of everything it holds (its subscriptions keep their own counts).
+    On local tables delta-rs reads them (no JVM), else Spark."""
     from pyspark.sql import functions as F
 
+    if store.engine.reads(store.inbox_path) and store.engine.settles(store.messages_path):
+        latest = rs.version(store.inbox_path)
+        if latest < 1:
+            return Counts()
+        cancelled = {(r.pid, r.seq) for r in query(
+            store, f"SELECT pid, seq FROM {{M}} WHERE kind = '{MSG}' AND state = '{CANCELLED}'")}
+        rows = [r for r in rs.inbox_rows(
+            store.inbox_path, {p: -1 for p in range(store.partitions)}, 1, latest,
+            sequence_number, columns=["kind", "scheduled_enqueue_time", "size"])
+            if r["kind"] == MSG and (r["pid"], r["seq"]) not in cancelled]
+        return Counts(scheduled=sum(1 for r in rows if r["scheduled_enqueue_time"] is not None
+                                    and as_utc(r["scheduled_enqueue_time"]) > now),
+                      size_in_bytes=sum(r["size"] or 0 for r in rows))
     latest = store.latest_version(store.inbox_path)
     if latest < 1:
         return Counts()

@@ -4,10 +4,11 @@ command in a process where Java cannot start (so it must start no JVM)."""
 
 import json
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from click.testing import CliRunner
 
+from sbdelta import ServiceBusClient, ServiceBusMessage
 from sbdelta.cli import main
 from sbdelta.management import ServiceBusAdministrationClient
 
@@ -124,12 +125,29 @@ def test_sweep_and_compact_run_as_the_jobs_do(spark, namespace):
 
 def test_read_commands_start_no_jvm(spark, namespace):
     """``sbdelta stats`` and ``peek`` of a queue on a local namespace run through delta-rs: in a
-    process where Java cannot start (JAVA_HOME points nowhere, no java on PATH) they answer."""
-    ServiceBusAdministrationClient(namespace, spark=spark).create_queue("q")
+    process where Java cannot start (JAVA_HOME points nowhere, no java on PATH) they answer;
+    ``stats`` of a topic too (its scheduled messages, and the size of those not cancelled),
+    and of its subscription."""
+    admin = ServiceBusAdministrationClient(namespace, spark=spark)
+    admin.create_queue("q")
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
     _run("send", "q", "a", "b", "-n", namespace)
+    kept = [ServiceBusMessage("now"), ServiceBusMessage("soon"), ServiceBusMessage("later")]
+    with ServiceBusClient(namespace) as client:
+        sender = client.get_topic_sender("t")
+        sender.send_messages(kept[:2])
+        later = datetime.now(timezone.utc) + timedelta(hours=1)  # the CLI's clock is real
+        [cancelled] = sender.schedule_messages(ServiceBusMessage("never"), later)
+        sender.schedule_messages(kept[2], later)
+        sender.cancel_scheduled_messages(cancelled)
+    size = sum(m.size_in_bytes for m in kept)
+    expected = {"q": (2, 0, None), "t": (None, 1, size), "t/s": (2, 1, None)}
     env = {"JAVA_HOME": "/nonexistent", "PATH": os.path.dirname(os.sys.executable)}
     for args, check in ((["stats", "-n", namespace, "--json"],
-                         lambda out: {e["name"]: e["active"] for e in out} == {"q": 2}),
+                         lambda out: {e["name"]: (e["active"], e["scheduled"],
+                                                  e["size_in_bytes"] if e["kind"] == "topic"
+                                                  else None) for e in out} == expected),
                         (["peek", "q", "-n", namespace, "--json"],
                          lambda out: [m["body"] for m in out] == ["a", "b"])):
         proc = run_python("-m", "sbdelta.cli", *args, env=env)
