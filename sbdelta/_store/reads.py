@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._clock import as_utc, from_spark
-from . import rs
+from . import deltalog, rs
 from .literals import sql_literal
 from .inbox import inbox_range, inbox_rows, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
@@ -353,6 +353,8 @@ def inbox_counts(store, now: datetime) -> Counts:
     On local tables delta-rs reads them (no JVM), else Spark."""
     from pyspark.sql import functions as F
 
+    # Commits compaction trimmed from the log are behind every frontier: their rows were
+    # purged, the topic holds them no more. The change feed is read from the first one left.
     if store.engine.reads(store.inbox_path) and store.engine.settles(store.messages_path):
         latest = rs.version(store.inbox_path)
         if latest < 1:
@@ -360,7 +362,8 @@ def inbox_counts(store, now: datetime) -> Counts:
         cancelled = {(r.pid, r.seq) for r in query(
             store, f"SELECT pid, seq FROM {{M}} WHERE kind = '{MSG}' AND state = '{CANCELLED}'")}
         rows = [r for r in rs.inbox_rows(
-            store.inbox_path, {p: -1 for p in range(store.partitions)}, 1, latest,
+            store.inbox_path, {p: -1 for p in range(store.partitions)},
+            max(1, rs.first_commit(store.inbox_path)), latest,
             sequence_number, columns=["kind", "scheduled_enqueue_time", "size"])
             if r["kind"] == MSG and (r["pid"], r["seq"]) not in cancelled]
         return Counts(scheduled=sum(1 for r in rows if r["scheduled_enqueue_time"] is not None
@@ -372,7 +375,10 @@ def inbox_counts(store, now: datetime) -> Counts:
     now_sql = sql_literal(now)
     cancelled = store.messages().where(f"kind = '{MSG}' AND state = '{CANCELLED}'") \
         .select("pid", "seq")
-    agg = (inbox_range(store, range(store.partitions), {}, 1, latest)
+    first = deltalog.first_commit_file(store.spark, store.inbox_path, 1, latest)
+    if first > latest:
+        return Counts()
+    agg = (inbox_range(store, range(store.partitions), {}, first, latest)
            .where(f"kind = '{MSG}'").join(cancelled, ["pid", "seq"], "left_anti")
            .agg(F.sum(F.expr(f"CASE WHEN scheduled_enqueue_time > {now_sql} THEN 1 ELSE 0 END"))
                 .alias("scheduled"), F.sum("size").alias("size")).collect()[0])

@@ -269,6 +269,15 @@ def version(path: str) -> int:
     return int(_latest(local_table(path)).version())
 
 
+def first_commit(path: str) -> int:
+    """The first version whose commit file the local table's log still holds (compaction
+    trims an inbox's log behind every frontier)."""
+    import os
+
+    names = os.listdir(os.path.join(local_table(path), "_delta_log"))
+    return min(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit())
+
+
 def inbox_rows(path: str, frontiers: Dict[int, int], lo: int, hi: int,
                seq_of: Callable[[int, int, int], int],
                columns: Optional[Sequence[str]] = None) -> List[dict]:

@@ -305,6 +305,38 @@ def test_issue12_item5_part_4_a_partition_days_behind_still_receives_after_compa
     receiver.complete_messages(after)
 
 
+@pytest.mark.parametrize("engine", ["auto", "spark"])
+def test_topic_6_a_topics_counts_read_after_compaction_trimmed_its_inbox_log(
+        spark, ns, admin, clock, engine):
+    """Compaction purges a topic's inbox rows behind every subscription's frontier and trims
+    the commits behind them from the log; the topic's runtime properties (scheduled count,
+    size) then read the change feed from the first commit left (they failed on a missing
+    version 1 before), through delta-rs and through Spark alike."""
+    name = f"trim{next(_names)}"
+    admin.create_topic(name)
+    admin.create_subscription(name, "s")
+    with ServiceBusClient(ns, spark=spark, clock=clock) as client:
+        sender = client.get_topic_sender(name)
+        for i in range(4):
+            sender.send_messages(ServiceBusMessage(f"m{i}"))
+        receiver = client.get_subscription_receiver(name, "s", max_wait_time=0)
+        receiver.complete_messages(receive_all(receiver, 4))
+        folder = EntityResolver(Namespace(ns, spark=spark)).resolve(
+            EntityRef.topic_of(name)).store.folder
+        clock.advance(timedelta(days=40))
+        _age(folder, 40 * 86400)
+        compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS, spark=spark)
+        _age(folder, 2 * 3600)
+        report = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                         spark=spark)
+        assert report.totals()["log_files_trimmed"] > 0
+        later = ServiceBusMessage("later")
+        sender.schedule_messages(later, clock.now() + timedelta(hours=1))
+    reader = ServiceBusAdministrationClient(ns, spark=spark, clock=clock, engine=engine)
+    counts = reader.get_topic_runtime_properties(name)
+    assert (counts.scheduled_message_count, counts.size_in_bytes) == (1, later.size_in_bytes)
+
+
 def test_issue17_a_spark_receive_reads_a_partition_lagging_past_the_retention_on_a_users_session(
         spark, ns, admin, clock):
     """Delta 4.2+ (and Databricks Runtime 18) refuses to read a table version older than the
