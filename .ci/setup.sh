@@ -7,7 +7,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,bench,docs]"
-.venv/bin/sbdelta setup >/dev/null
+.venv/bin/sbdelta setup --connect >/dev/null
 # The hung-commit test (tests/store/test_storage_faults.py) holds a commit's system call with
 # strace; install it where it is missing and apt can (otherwise that test says it is skipped).
 if ! command -v strace >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Dict, Iterable, Optional
 
 from ._clock import utc
+from ._spark import is_connect
 from ._store import local_path
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class ActivityTracker:
         self._ns = ns
         self._id = uuid.uuid4().hex
         self._written: Dict[str, datetime] = {}
+        self._slot: Dict[str, int] = {}
 
     def touch(self, folder: str) -> None:
         """Record an operation on the entity at ``folder`` now (by the client's clock)."""
@@ -41,7 +43,14 @@ class ActivityTracker:
         if last is not None and last <= now < last + RESOLUTION:
             return
         try:
-            _write_text(self._ns, f"{folder}/{FOLDER}/{self._id}", now.isoformat())
+            if is_connect(self._ns.spark) and local_path(folder) is None:
+                # Spark Connect writes a folder (overwritten: deleted, then written), so two
+                # slots take turns: the other one holds the previous time meanwhile.
+                slot = self._slot[folder] = 1 - self._slot.get(folder, 1)
+                _write_with_spark(self._ns, f"{folder}/{FOLDER}/{self._id}.{slot}",
+                                  now.isoformat())
+            else:
+                _write_text(self._ns, f"{folder}/{FOLDER}/{self._id}", now.isoformat())
         except Exception as exc:  # noqa: BLE001 - activity is advisory; the operation goes on
             log.warning("could not record activity on %s: %s", folder, exc)
             return
@@ -49,7 +58,10 @@ class ActivityTracker:
 
 
 def last_activity(ns, folders: Iterable[str]) -> Optional[datetime]:
-    """The newest activity time recorded under any of ``folders`` (None if none)."""
+    """The newest activity time recorded under any of ``folders`` (None if none): files, and
+    the folders Spark Connect clients write (:meth:`ActivityTracker.touch`)."""
+    if is_connect(ns.spark):
+        return _last_activity_with_spark(ns, folders)
     jvm = ns.spark.sparkContext._jvm
     fs = ns.hadoop_fs()
     newest: Optional[datetime] = None
@@ -58,12 +70,40 @@ def last_activity(ns, folders: Iterable[str]) -> Optional[datetime]:
         if not fs.exists(path):
             continue
         for status in fs.listStatus(path):
+            files = ([f.getPath() for f in fs.listStatus(status.getPath())
+                      if not str(f.getPath().getName()).startswith(("_", "."))]
+                     if status.isDirectory() else [status.getPath()])
+            for file in files:
+                try:
+                    stamp = utc(datetime.fromisoformat(_read_text(ns, file)))
+                except Exception:  # noqa: BLE001 - a file being rewritten now, or foreign
+                    continue
+                newest = stamp if newest is None or stamp > newest else newest
+    return newest
+
+
+def _last_activity_with_spark(ns, folders: Iterable[str]) -> Optional[datetime]:
+    """:func:`last_activity` read by Spark (a Spark Connect session: no file system here)."""
+    newest: Optional[datetime] = None
+    for folder in folders:
+        try:
+            rows = (ns.spark.read.option("recursiveFileLookup", "true")
+                    .text(f"{folder}/{FOLDER}").collect())
+        except Exception:  # noqa: BLE001 - no activity recorded under this folder
+            continue
+        for row in rows:
             try:
-                stamp = utc(datetime.fromisoformat(_read_text(ns, status.getPath())))
-            except Exception:  # noqa: BLE001 - a file being rewritten right now, or foreign
+                stamp = utc(datetime.fromisoformat(row.value.strip()))
+            except (TypeError, ValueError):  # foreign content
                 continue
             newest = stamp if newest is None or stamp > newest else newest
     return newest
+
+
+def _write_with_spark(ns, uri: str, text: str) -> None:
+    """Write ``text`` as the one file of the folder ``uri`` (replacing what it held)."""
+    (ns.spark.createDataFrame([(text,)], "value STRING").coalesce(1)
+     .write.mode("overwrite").text(uri))
 
 
 def _write_text(ns, uri: str, text: str) -> None:

@@ -17,11 +17,15 @@ ALLOWED_COLUMNS = ("body",) + SYSTEM_STRING_FIELDS + (
 
 
 def is_dataframe(value) -> bool:
+    """A pyspark DataFrame, classic or Spark Connect's."""
     try:
         from pyspark.sql import DataFrame
     except ImportError:  # pragma: no cover
         return False
-    return isinstance(value, DataFrame)
+    if isinstance(value, DataFrame):
+        return True
+    connect = type(value).__module__ == "pyspark.sql.connect.dataframe"
+    return connect and type(value).__name__ == "DataFrame"
 
 
 def _property_type_problem(data_type) -> Optional[str]:

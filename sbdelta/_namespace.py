@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from ._clock import Clock, checked_clock, tolerance_of
-from ._spark import LazySpark
+from ._spark import LazySpark, is_connect
 from ._store import local_path
 from .exceptions import ClockSkewError, ServiceBusAuthorizationError, ServiceBusConnectionError
 
@@ -122,7 +123,8 @@ class Namespace:
 
     def clock_skew(self) -> Optional[timedelta]:
         """This client's clock minus the storage's, measured by writing a probe file (None
-        when the storage reports no modification time)."""
+        when the storage reports no modification time). Over Spark Connect, on storage that
+        is not local, the server's clock is the reference (the client cannot reach files)."""
         uri = self.path("_sbdelta", "clock", uuid.uuid4().hex)
         local = re.sub(r"^file:(//)?", "", uri) if self.is_local else None
         before = self.clock.now()
@@ -133,6 +135,10 @@ class Namespace:
             stamp = os.stat(local).st_mtime_ns / 1e9
             after = self.clock.now()
             os.remove(local)
+        elif is_connect(self.spark):
+            # No file system here: the Spark Connect server's clock stands for the storage's.
+            stamp = self.spark.sql("SELECT unix_micros(current_timestamp()) AS t").first().t / 1e6
+            after = self.clock.now()
         else:
             jvm = self.spark.sparkContext._jvm
             path = jvm.org.apache.hadoop.fs.Path(uri)
@@ -185,6 +191,8 @@ class Namespace:
                 raise ServiceBusConnectionError(
                     f"cannot write to namespace {self.root}: {exc}") from None
             return
+        if is_connect(self.spark):
+            return  # nothing to call over Spark Connect: each table's creation makes its folder
         jvm = self.spark.sparkContext._jvm
         try:
             self.hadoop_fs().mkdirs(jvm.org.apache.hadoop.fs.Path(self.root))
@@ -196,11 +204,24 @@ class Namespace:
                 f"cannot write to namespace {self.root}: {_java_message(exc)}") from None
 
     def exists(self, uri: str) -> bool:
+        local = local_path(uri)
+        if local is not None:
+            return os.path.exists(local)
         jvm = self.spark.sparkContext._jvm
         return bool(self.hadoop_fs().exists(jvm.org.apache.hadoop.fs.Path(uri)))
 
     def remove_tree(self, uri: str) -> None:
-        """Delete a folder recursively (best effort: orphans are left to maintenance)."""
+        """Delete a folder recursively (best effort: its data is unreachable already). Over
+        Spark Connect a folder that is not local is left in place: no Spark Connect call
+        deletes files."""
+        local = local_path(uri)
+        if local is not None:
+            shutil.rmtree(local, ignore_errors=True)
+            return
+        if is_connect(self.spark):
+            log.info("%s is left in place: it holds no registered entity; delete it with the "
+                     "storage's own tools (Spark Connect cannot delete files)", uri)
+            return
         jvm = self.spark.sparkContext._jvm
         try:
             self.hadoop_fs().delete(jvm.org.apache.hadoop.fs.Path(uri), True)

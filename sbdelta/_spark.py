@@ -35,8 +35,8 @@ from typing import Dict, Iterator, List, Mapping, Optional
 from . import _jvm_archive as jvm_archive
 from .exceptions import SparkSetupError
 
-__all__ = ["get_spark", "LazySpark", "local_spark_conf", "spark_submit_args", "ensure_jars",
-           "ensure_class_archive", "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
+__all__ = ["get_spark", "LazySpark", "is_connect", "local_spark_conf", "spark_submit_args",
+           "ensure_jars", "ensure_artifact", "ensure_class_archive", "java_home", "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
 
 LOGSTORE_CLASS = "io.sbdelta.storage.LinkLocalLogStore"
 LOGSTORE_CONF = "spark.delta.logStore.file.impl"
@@ -123,6 +123,15 @@ def _java_home() -> str:
             "or 21. Install one "
             "(Debian/Ubuntu: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME.")
     return str(Path(os.path.realpath(java)).parents[1])
+
+
+def java_home() -> str:
+    """The Java installation Spark runs on (``$JAVA_HOME``, else the ``java`` on the PATH).
+
+    Raises:
+        SparkSetupError: there is no Java.
+    """
+    return _java_home()
 
 
 def _delta_version() -> str:
@@ -267,7 +276,10 @@ def _failure_reason(errors: List[str], coord: str, pyspark_version: str, scala: 
     if any(sign in text for sign in _NETWORK_SIGNS):
         return ("Maven Central could not be reached: connect once to the network (the jars are "
                 "cached for later sessions)")
-    if "not found" in text or "UNRESOLVED" in text or "Could not find artifact" in text:
+    missing = "not found" in text or "UNRESOLVED" in text or "Could not find artifact" in text
+    if missing and not coord.startswith("io.delta:"):
+        return f"Maven Central has no {coord} (it is built for that pyspark release only)"
+    if missing:
         return (f"Maven Central has no {coord}: is this delta-spark release built for pyspark "
                 f"{pyspark_version} (Scala {scala})? Install the delta-spark that pairs with it "
                 "(pip install 'delta-spark' lets pip choose)")
@@ -292,25 +304,46 @@ def ensure_jars() -> List[str]:
     pyspark_version = _pyspark_version()
     scala = scala_binary_version()
     coord = delta_coordinate(version, pyspark_version, scala)
-    jar_dir = cache_dir() / "jars" / "-".join(coord.split(":")[1:])
-    manifest = jar_dir / _MANIFEST
     with _cache_lock():
-        names = manifest.read_text().split() if manifest.is_file() else []
-        if not names or not all((jar_dir / n).is_file() for n in names):
-            names = _resolve(coord, jar_dir, pyspark_version, scala)
-            partial = manifest.with_suffix(".partial")
-            partial.write_text("\n".join(names) + "\n")
-            os.replace(partial, manifest)
-        jars = [str(jar_dir / n) for n in names]
+        jars = _cached_artifact(coord, pyspark_version, scala, expect="delta-spark")
         storage = [j for j in jars if _artifact_of(Path(j).name) == "delta-storage"]
         if not storage:
-            raise SparkSetupError(f"resolving {coord} gave no delta-storage jar ({jar_dir}: "
-                                  f"{', '.join(names)}); remove that folder and run again")
+            raise SparkSetupError(f"resolving {coord} gave no delta-storage jar ("
+                                  f"{', '.join(jars)}); remove their folder and run again")
         jars.append(str(_ensure_logstore_jar(storage[0], version)))
     return jars
 
 
-def _resolve(coord: str, jar_dir: Path, pyspark_version: str, scala: str) -> List[str]:
+def ensure_artifact(coord: str) -> List[str]:
+    """Local paths of the jars of the Maven artifact ``coord`` (``group:artifact:version``)
+    and its runtime dependencies that Spark does not ship, fetched once into the cache as
+    :func:`ensure_jars` fetches Delta's (none when Spark ships the artifact itself).
+
+    Raises:
+        SparkSetupError: Java is missing, or the artifact cannot be resolved.
+    """
+    _java_home()
+    with _cache_lock():
+        return _cached_artifact(coord, _pyspark_version(), scala_binary_version())
+
+
+def _cached_artifact(coord: str, pyspark_version: str, scala: str,
+                     expect: Optional[str] = None) -> List[str]:
+    """:func:`ensure_artifact` under the cache lock; ``expect``: an artifact that must be
+    among the jars resolved."""
+    jar_dir = cache_dir() / "jars" / "-".join(coord.split(":")[1:])
+    manifest = jar_dir / _MANIFEST
+    names = manifest.read_text().split() if manifest.is_file() else None
+    if names is None or not all((jar_dir / n).is_file() for n in names):
+        names = _resolve(coord, jar_dir, pyspark_version, scala, expect)
+        partial = manifest.with_suffix(".partial")
+        partial.write_text("".join(f"{n}\n" for n in names))
+        os.replace(partial, manifest)
+    return [str(jar_dir / n) for n in names]
+
+
+def _resolve(coord: str, jar_dir: Path, pyspark_version: str, scala: str,
+             expect: Optional[str] = None) -> List[str]:
     """Resolve ``coord`` into ``jar_dir`` (Spark's Ivy, else mvn); the names of its jars."""
     jar_dir.mkdir(parents=True, exist_ok=True)
     errors: List[str] = []
@@ -329,13 +362,14 @@ def _resolve(coord: str, jar_dir: Path, pyspark_version: str, scala: str) -> Lis
         except Exception as mvn_exc:  # noqa: BLE001
             errors.append(f"Maven: {str(mvn_exc).strip()[-800:]}")
             raise SparkSetupError(
-                f"cannot fetch the Delta jars {coord} (delta-spark {_delta_version()} for "
-                f"pyspark {pyspark_version}, Scala {scala}) and their dependencies with "
+                f"cannot fetch {'the Delta jars' if expect == 'delta-spark' else 'the jars'} "
+                f"{coord} (for pyspark {pyspark_version}, Scala {scala}) and their "
+                "dependencies with "
                 f"Spark's Ivy or mvn: {_failure_reason(errors, coord, pyspark_version, scala)}. "
                 f"Or copy the jars into {jar_dir} by hand and list them in "
                 f"{jar_dir / _MANIFEST}. " + " | ".join(errors)) from None
-    if not any(_artifact_of(j.name).startswith("delta-spark") for j in resolved):
-        raise SparkSetupError(f"resolving {coord} gave no delta-spark jar: "
+    if expect and not any(_artifact_of(j.name).startswith(expect) for j in resolved):
+        raise SparkSetupError(f"resolving {coord} gave no {expect} jar: "
                               f"{', '.join(j.name for j in resolved) or 'nothing'}")
     return [j.name for j in resolved]
 
@@ -444,6 +478,8 @@ def spark_submit_args(profile: str = "local") -> List[str]:
 
 
 def _has_delta(spark) -> bool:
+    if is_connect(spark):  # the server's settings: Delta is its business (Databricks has it)
+        return True
     conf = spark.sparkContext.getConf()
     return ("DeltaSparkSessionExtension" in (conf.get("spark.sql.extensions") or "")
             or "DeltaCatalog" in (conf.get("spark.sql.catalog.spark_catalog") or "")
@@ -504,6 +540,10 @@ class LazySpark:
             self._session = get_spark(self._given)
         return self._session
 
+    def known(self):
+        """The session given or started so far (None when neither: nothing is started)."""
+        return self._session
+
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
@@ -513,6 +553,15 @@ class LazySpark:
 def session_of(spark):
     """The SparkSession behind ``spark`` (a :class:`LazySpark` is started)."""
     return spark.session() if isinstance(spark, LazySpark) else spark
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (``SparkSession.builder.remote``): no JVM
+    in this process, so sbdelta reads Delta logs through SQL or delta-rs. A :class:`LazySpark`
+    not given one is not (it starts a classic session); nothing is started to answer."""
+    if isinstance(spark, LazySpark):
+        spark = spark.known()
+    return spark is not None and type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _quiet_guard_failures(session) -> None:

@@ -21,7 +21,7 @@ from typing import Iterable
 
 from . import rs
 from .apply import apply_df, apply_rows, as_ops, insert_missing, merge_rows, to_source
-from .delta import LITERAL_ROWS, merge, retry
+from .delta import LITERAL_ROWS, materialize, merge, retry
 from .layout import ACTIVE, COMPLETED, DEADLETTERING, MSG, pid_list
 
 
@@ -58,7 +58,7 @@ def move_dead_letters(store, pids: Iterable[int], now: datetime, *,
                      store.messages().where(where).limit(LITERAL_ROWS + 1).collect()]
         if len(found) <= LITERAL_ROWS:
             return small_step(found) if found else 0
-        rows = store.messages().where(where).limit(100000).localCheckpoint(eager=True)
+        rows = store.messages().where(where).limit(100000).transform(materialize)
         moved = rows.count()
         if not moved:  # moved by someone else since the read above
             return 0

@@ -28,6 +28,8 @@ from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotF
                           ServiceBusAuthorizationError,
                           ServiceBusError, ServiceBusQuotaExceededError)
 
+from .._spark import is_connect
+from . import history
 from .faults import storage_fault, transient_error, transient_fault
 from .guards import GuardTripped, guard_code
 from .literals import sql_literal
@@ -280,8 +282,35 @@ def latest_snapshot(spark, path: str):
 
 
 def latest_version(spark, path: str) -> int:
-    """A Delta table's latest committed version: a listing of its log, no Spark job."""
+    """A Delta table's latest committed version (-1: no table): a listing of its log, no Spark
+    job (over Spark Connect, ``DESCRIBE HISTORY``: :mod:`.history`)."""
+    if is_connect(spark):
+        return history.latest_version(spark, path)
     return int(latest_snapshot(spark, path)[1].version())
+
+
+def commit_of(spark, path: str, token: str, after: int) -> Optional[Tuple[int, int]]:
+    """:func:`find_commit` of the table at ``path``, through SQL over Spark Connect."""
+    if is_connect(spark):
+        return history.commit_of(spark, path, token, after)
+    return find_commit(delta_log(spark, path), token, after)
+
+
+def table_exists(spark, path: str) -> bool:
+    """Whether ``path`` holds a Delta table."""
+    if is_connect(spark):
+        return history.table_exists(spark, path)
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def materialize(df):
+    """``df`` computed once, as a DataFrame that does not change when the tables it read do:
+    a local checkpoint (on Spark Connect, where there is none, :func:`.history.frozen`)."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        return history.frozen(df)
+    return df.localCheckpoint(eager=True)
 
 
 #: Up to this many rows and characters of SQL, small source rows travel as a literal VALUES
@@ -310,8 +339,6 @@ def values_relation(spark, data: Sequence[tuple], columns: Sequence[Tuple[str, s
 def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
                  properties: str = "") -> None:
     """CREATE TABLE IF NOT EXISTS at ``path``; a concurrent creator winning is fine."""
-    from delta.tables import DeltaTable
-
     statement = f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING delta"
     if partitioned_by:
         statement += f" PARTITIONED BY ({partitioned_by})"
@@ -330,7 +357,7 @@ def create_table(spark, path: str, columns: str, *, partitioned_by: str = "",
             # A creator in another process may be between writing files and committing
             # version 0: give it a moment before calling the folder foreign.
             for _ in range(40):
-                if DeltaTable.isDeltaTable(spark, path):
+                if table_exists(spark, path):
                     return
                 time.sleep(0.25)
             raise
@@ -393,6 +420,8 @@ def checkpoint(spark, path: str, *, dry_run: bool = False, engine=None) -> Tuple
         done = rs_tables.checkpoint(path, dry_run=dry_run)
         if done is not None:
             return done
+    if is_connect(spark):
+        return False, -1  # no DeltaLog to call: Delta checkpoints at its interval (compact)
     log_, snapshot = latest_snapshot(spark, path)
     before = last_checkpoint_version(spark, path)
     if snapshot.version() < 0 or before >= snapshot.version():

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Optional
 
+from .._spark import is_connect
 from ..exceptions import StorageLayoutError
+from . import history
 from .delta import latest_snapshot
 from .schema import FOREIGN_FEATURES
 
@@ -33,6 +35,8 @@ def _fs(spark, path: str):
 
 def writer_features(spark, path: str) -> List[str]:
     """The writer table features the table's protocol names (none for legacy protocols)."""
+    if is_connect(spark):
+        return history.table_features(spark, path)
     protocol = latest_snapshot(spark, path)[1].protocol()
     names = str(protocol.writerFeatureNames().mkString(","))
     return [name for name in names.split(",") if name]
@@ -63,8 +67,9 @@ def add_missing_columns(spark, path: str, columns) -> List[str]:
     from .delta import retry
 
     def missing() -> List:
-        have = set(str(n).lower() for n in
-                   latest_snapshot(spark, path)[1].schema().fieldNames())
+        names = (history.column_names(spark, path) if is_connect(spark)
+                 else latest_snapshot(spark, path)[1].schema().fieldNames())
+        have = set(str(n).lower() for n in names)
         return [(n, t) for n, t in columns if n.lower() not in have]
 
     todo = missing()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .apply import apply_df, as_ops, expiry_marks, to_source
-from .delta import merge, retry
+from .delta import materialize, merge, retry
 from .inbox import inbox_range
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, MESSAGES_COLUMNS, MSG,
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, key_sql, pid_list,
@@ -123,7 +123,7 @@ def _registered_batch(store, policy: Policy, now: datetime, batch: int, dry_run:
     done = found
     if not dry_run and any(r.n for r in found.values()):
         act = (store.messages().where(due).orderBy("pid", "seq").limit(batch)
-               .localCheckpoint(eager=True))
+               .transform(materialize))
         done = tally(act)
         apply_df(store, expiry_ops(policy, act).drop("_out"), set(done) | pending, now)
     n = sum(r.n for r in done.values())
@@ -172,7 +172,7 @@ def _inbox_batch(store, policy: Policy, now: datetime, batch: int, dry_run: bool
         rows = (rows.orderBy("pid", "seq").limit(batch)
                 .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
                 .withColumn("rev", F.lit(0).cast("bigint"))
-                .localCheckpoint(eager=True))
+                .transform(materialize))
     tally = rows.agg(F.count(F.lit(1)).alias("n"),
                      F.count(F.when(F.col("_refused"), 1)).alias("refused")).collect()[0]
     dead = policy.dead_letter_on_expiration

@@ -33,7 +33,7 @@ from typing import Optional, Tuple
 from .._durations import expiry_sql
 from . import forward_rows
 from .apply import apply_df, as_ops, to_source
-from .delta import latest_snapshot, retry
+from .delta import latest_snapshot, materialize, retry
 from .literals import sql_literal
 from .inbox import inbox_range
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, FORWARDING, FRONTIER,
@@ -194,7 +194,7 @@ def _classified(source, frontiers, hi: int, tombstone_keys, policy: Policy, now:
         keep = failed | ~expired
     rows = (rows.withColumn("_dead", live & keep & dead)
             .withColumn("_fwd", live & keep & ~dead)
-            .where("_fwd OR _dead").localCheckpoint(eager=True))
+            .where("_fwd OR _dead").transform(materialize))
     counts = {(r._fwd, r.pid): r.n for r in rows.groupBy("_fwd", "pid")
               .agg(F.count(F.lit(1)).alias("n")).collect()}
     return rows, counts
@@ -367,7 +367,7 @@ def _registered_step(source, dest: Destination, policy: Policy, now: datetime,
                         .otherwise(F.expr(lock_token_sql(prefix))))
             .withColumn("locked_until", F.when(F.col("_dead"), F.lit(None)).otherwise(
                 F.expr(sql_literal(now + OPERATION_BOUND))))
-            .localCheckpoint(eager=True))
+            .transform(materialize))
     found = plan.groupBy("_dead", "pid").agg(F.count(F.lit(1)).alias("n")).collect()
     if not found:
         return None

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import deltalog, rs
-from .delta import (TIME_TRAVEL_CHECK, find_commit, latest_snapshot, remove_files_quietly,
-                    session_settings)
+from .delta import (TIME_TRAVEL_CHECK, commit_of, latest_snapshot, materialize,
+                    remove_files_quietly, session_settings)
 from .layout import (COPY_SHIFT, FRONTIER, MSG, OPERATION_BOUND, SEEN, SEEN_COPY, case_by_pid,
                      frontier_at, kept_frontier_sql, pid_list, seq_sql, sequence_number,
                      start_version)
@@ -33,7 +33,7 @@ def append(store, df) -> Optional[Tuple[int, int]]:
     token = f"sbdelta:{uuid.uuid4().hex}"
     before = store.latest_version(store.inbox_path)
     df.writeTo(f"delta.`{store.inbox_path}`").option("userMetadata", token).append()
-    return find_commit(store.delta_log(store.inbox_path), token, before)
+    return commit_of(store.spark, store.inbox_path, token, before)
 
 
 def inbox_range(store, pids: Iterable[int], frontiers: Dict[int, int], lo: int, hi: int, *,
@@ -149,7 +149,7 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
             if counts is None and getattr(store.admit, "evaluates_messages", False):
                 # A subscription's rules that read messages run once here, not again in each
                 # job of the receive (true/false filters only compare a timestamp: no job).
-                df = df.localCheckpoint(eager=True)
+                df = df.transform(materialize)
             if counts is None or (own is None and (mine is not None or history)):
                 counts, own = _spark_counts(df, mine, history)
         if own is None:

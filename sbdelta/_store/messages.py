@@ -12,14 +12,15 @@ from __future__ import annotations
 import copy
 import os
 from datetime import datetime, timedelta
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from . import (deadletter, expiry, forward, inbox, reads, receive, rs, rs_tables, schedule,
                sessions, settle)
 from .apply import apply_df, apply_rows, as_ops
 from ..exceptions import MessagingEntityNotFoundError
 from .codec import send_error
-from .delta import LITERAL_ROWS, create_table, delta_log, latest_version, retry, run_guarded
+from .delta import (LITERAL_ROWS, create_table, delta_log, latest_version, materialize, retry,
+                    run_guarded)
 from .guards import GuardTripped
 from .literals import local_path, sql_literal
 from .deltalog import add_missing_columns, require_portable
@@ -395,7 +396,7 @@ class MessageStore:
                                sorted({r.pid for r in found}), now)
                 return len(found)
             plan = as_ops(read_rows().select("pid", "k", "kind", "rev"),
-                          "purge").drop("_out").localCheckpoint(eager=True)
+                          "purge").drop("_out").transform(materialize)
             counts = {r.pid: r.n for r in plan.groupBy("pid").agg(
                 F.count(F.lit(1)).alias("n")).collect()}  # the partitions and the count: one job
             if counts:
@@ -417,6 +418,8 @@ def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: s
     A table removed from an entity in use is not made again (:func:`_refuse_removed`)."""
     if engine.reads(path) and rs.table_ready(path, [n for n, _ in columns], FOREIGN_FEATURES):
         return
+    if path in _READY and _latest_version(spark, path) >= 0:
+        return  # made, portable and complete when this process last looked, and still there
     if engine.appends(path) and rs_tables.add_missing_columns(path, columns, FOREIGN_FEATURES):
         return  # made by an older sbdelta: the columns added since, by delta-rs (no JVM)
     there = _refuse_removed(spark, path, folder, what)
@@ -427,6 +430,12 @@ def _ensure_table(spark, engine: Engine, path: str, columns, properties, what: s
                  properties=tblproperties(properties))
     require_portable(spark, path, what)
     add_missing_columns(spark, path, columns)
+    _READY.add(path)
+
+
+#: Tables this process found made, portable and complete through Spark: opened again, only
+#: their log is looked at (one listing, where the checks take four Spark commands).
+_READY: Set[str] = set()
 
 
 #: The tables an entity folder may hold (:mod:`.layout`).

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._clock import as_utc, from_spark
+from .._spark import is_connect
 from . import deltalog, rs
 from .literals import sql_literal
 from .inbox import inbox_range, inbox_rows, scan_inbox
@@ -202,11 +204,18 @@ def spark_query(store, sql: str, new=None):
     """``sql``, a SELECT in Spark SQL over ``{M}`` (the store's messages table) and ``{N}``
     (``new``: a DataFrame of new inbox rows, :func:`.inbox.inbox_range`), as a Spark
     DataFrame."""
-    name = f"sbdelta_new_rows_{uuid.uuid4().hex}"
+    if is_connect(store.spark):
+        # Spark Connect analyses the query when it runs, not now: the view must outlive this
+        # call. One name per thread: the thread's next query (after this one has run) replaces it.
+        name = f"sbdelta_new_rows_{threading.get_ident()}"
+    else:
+        name = f"sbdelta_new_rows_{uuid.uuid4().hex}"
     sql = sql.replace("{M}", f"delta.`{store.messages_path}`").replace("{N}", name)
     if new is None:
         return store.spark.sql(sql)
     new.createOrReplaceTempView(name)
+    if is_connect(store.spark):
+        return store.spark.sql(sql)
     try:
         return store.spark.sql(sql)  # analysed now: the view is not needed after
     finally:

@@ -21,7 +21,7 @@ from ..exceptions import MessageNotFoundError
 
 from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
-from .delta import LITERAL_ROWS, merge, retry
+from .delta import LITERAL_ROWS, materialize, merge, retry
 from .inbox import scan_inbox
 from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
                      start_version)
@@ -246,7 +246,7 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
         apply_rows(store, changes, choice.chosen, now)
         return sorted((r for r in rows if r._out), key=lambda r: r.seq), marks_dead_letters(changes)
     # a batch too large to pass through the driver twice
-    plan = plan.localCheckpoint(eager=True)
+    plan = plan.transform(materialize)
     source = plan.where("_op IS NOT NULL").drop("_out")
     merge(store.spark, store.messages_path, source,
           apply_clauses(choice.chosen, now, store.dead_letter, PLAN_OPS))

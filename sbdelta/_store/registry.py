@@ -18,10 +18,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .._clock import from_spark
 from . import schema
-from . import rs, rs_tables
+from . import history, rs, rs_tables
 from .engines import Engine, resolve_engine
 from .apply import Clause, MergeSpec, merge_literal
-from .delta import create_table, latest_snapshot, latest_version, retry, run_guarded
+from .._spark import is_connect
+from .delta import (create_table, latest_snapshot, latest_version, retry, run_guarded,
+                    table_exists)
 from .guards import GuardTripped
 from .literals import sql_literal
 
@@ -67,9 +69,7 @@ class Registry:
             if self.engine.reads(self.path):
                 self._known_to_exist = rs.table_ready(self.path, (), ())
             else:
-                from delta.tables import DeltaTable
-
-                self._known_to_exist = DeltaTable.isDeltaTable(self.spark, self.path)
+                self._known_to_exist = table_exists(self.spark, self.path)
         return self._known_to_exist
 
     def version(self) -> int:
@@ -97,8 +97,12 @@ class Registry:
         fast = rs.rows(self.path) if self.engine.reads(self.path) else None
         if fast is not None:
             return fast
-        snapshot = latest_snapshot(self.spark, self.path)[1]
-        table_id, version = str(snapshot.metadata().id()), int(snapshot.version())
+        if is_connect(self.spark):  # no DeltaLog: the latest commit's time tells tables apart
+            version, stamp = history.latest_commit(self.spark, self.path)
+            table_id = str(stamp)
+        else:
+            snapshot = latest_snapshot(self.spark, self.path)[1]
+            table_id, version = str(snapshot.metadata().id()), int(snapshot.version())
         read = _READ.get(self.path)
         if read is not None and read[:2] == (table_id, version):  # the same table, unchanged
             return read[2]

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .apply import apply_df, to_source
-from .delta import retry
+from .delta import materialize, retry
 from .literals import sql_literal
 from .forward import Destination, append_once, destination_rows, done_version, writer_ids
 from .inbox import inbox_range
@@ -276,7 +276,7 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
     while True:
         pids = sorted(p for p, s in lagging.items() if s <= hi)
         rows = _live_rows(source, {p: frontiers[p] for p in pids}, hi, tombstones,
-                          restore).localCheckpoint(eager=True)
+                          restore).transform(materialize)
         found = rows.groupBy("_path").agg(F.count(F.lit(1)).alias("n"), F.min(F.expr(
             f"shiftright(seq, {VERSION_SHIFT}) & {MAX_VERSION}")).alias("v")).collect()
         per_path = {r._path: r.n for r in found}
@@ -402,7 +402,7 @@ def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved:
     then = datetime.fromtimestamp(max(r.marked_at for r in last.values()) / 1e6, timezone.utc)
     olds = {p: marked_from(r.lock_token) for p, r in last.items()}
     rows = _classified(_live_rows(source, olds, hi, tombstones, restore),
-                       targets).localCheckpoint(eager=True)
+                       targets).transform(materialize)
     refused = {}
     for path, (store, refusal) in missing.items():
         if refusal is not None:

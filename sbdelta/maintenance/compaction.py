@@ -3,6 +3,7 @@ log trimmed, per queue, subscription and topic (``jobs/compact.py``)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -11,10 +12,13 @@ from typing import Dict, List, Optional, Sequence
 from .._clock import Clock
 from .._entity import EntityResolver
 from .._namespace import Namespace
+from .._spark import is_connect
 from .._store import (DEADLETTERING, MSG, OPERATION_BOUND, checkpoint, optimize,
                       storage_errors, vacuum)
 from ..exceptions import ServiceBusInvalidOperationError
 from .report import Visits, message_entities
+
+log = logging.getLogger("sbdelta")
 
 __all__ = ["CompactReport", "EntityCompaction", "compact", "DEFAULT_RETAIN_HOURS",
            "MIN_RETAIN_HOURS"]
@@ -54,9 +58,15 @@ class CompactReport(Visits):
     _entity_type = EntityCompaction
     entities: List[EntityCompaction] = field(default_factory=list)
     retain_hours: float = DEFAULT_RETAIN_HOURS
+    #: Run over Spark Connect: no inbox purge, no log trim, checkpoints only by delta-rs.
+    connect: bool = False
 
     def __str__(self) -> str:
         lines = [self.header("compaction", f", vacuum retaining {self.retain_hours:g} h")]
+        if self.connect:
+            lines.append("  over Spark Connect: inbox rows not purged, inbox logs not trimmed, "
+                         "checkpoints only where delta-rs writes them (run it on a classic "
+                         "session now and then)")
         rows = [(e.entity, vars(e)) for e in self.entities] + [("total", self.totals())]
         for name, v in rows:
             lines.append(
@@ -118,6 +128,11 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
     ns = Namespace(namespace, spark=spark, clock=clock)
     resolver = EntityResolver(ns)
     report = CompactReport(dry_run=dry_run, retain_hours=retain_hours)
+    if is_connect(ns.spark):
+        report.connect = True
+        log.warning("compaction over Spark Connect skips steps 1, 5 and 6 (they need the "
+                    "JVM's Delta log or file deletion, %s); run it on a classic session now "
+                    "and then", "delta-rs checkpoints local tables")
     for entity in message_entities(ns, resolver, entities, topics=True):
         if entity.kind == "topic":
             subscriptions = [sub.store for sub in resolver.subscriptions(entity.ref)]
@@ -133,7 +148,8 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
     store, dlq = entity.store, entity.store.dead_letter_store()
     result = EntityCompaction(entity.name)
     now = ns.clock.now()
-    if store.owns_inbox:
+    connect = is_connect(ns.spark)
+    if store.owns_inbox and not connect:
         result.inbox_rows_purged = store.purge_inbox(store.kept_frontiers(), dry_run=dry_run)
 
     def live_sources():
@@ -170,7 +186,7 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
     own = [store.inbox_path] if store.owns_inbox else []
     _vacuum_and_checkpoint(ns, result, own + [store.messages_path, dlq.messages_path],
                            retain_hours, dry_run)
-    if store.owns_inbox:
+    if store.owns_inbox and not connect:
         result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
                                                         dry_run=dry_run)
     return result
@@ -192,10 +208,13 @@ def _compact_topic(ns: Namespace, entity, subscriptions: List, dry_run: bool,
     operation bound) purged, vacuumed, checkpointed, its log trimmed the same way."""
     store = entity.store
     result = EntityCompaction(entity.name)
-    frontiers = store.topic_frontiers(subscriptions, ns.clock.now())
-    result.inbox_rows_purged = store.purge_inbox(frontiers, dry_run=dry_run)
+    connect = is_connect(ns.spark)
+    if not connect:
+        frontiers = store.topic_frontiers(subscriptions, ns.clock.now())
+        result.inbox_rows_purged = store.purge_inbox(frontiers, dry_run=dry_run)
     _vacuum_and_checkpoint(ns, result, [store.inbox_path, store.messages_path], retain_hours,
                            dry_run)
-    result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
-                                                    dry_run=dry_run, readers=subscriptions)
+    if not connect:
+        result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
+                                                        dry_run=dry_run, readers=subscriptions)
     return result

@@ -34,6 +34,7 @@ from .._entity import EntityResolver
 from .._forwarding import continues, forward_after_send, route
 from .._names import entity_name_list
 from .._namespace import Namespace
+from .._spark import is_connect
 from .._store import (SyphonHold, SyphonMoved, SyphonProgress, SyphonRefusal, SyphonTarget,
                       move_backlog)
 from ..exceptions import (ConfigurationError, InvalidEntityNameError, MessagingEntityDisabledError,
@@ -246,7 +247,11 @@ class SyphonThread:
 
     def _run(self) -> None:
         spark = self.syphon.primary.spark
-        spark.sparkContext.setJobGroup(self._group, "sbdelta syphon", interruptOnCancel=True)
+        if is_connect(spark):  # this thread's operations carry the tag (stop interrupts it)
+            spark.addTag(self._group)
+        else:
+            spark.sparkContext.setJobGroup(self._group, "sbdelta syphon",
+                                           interruptOnCancel=True)
         while not self._stop.is_set():
             try:
                 self.report.add(self.syphon.drain(stop=self._stop.is_set))
@@ -264,5 +269,9 @@ class SyphonThread:
         self._stop.set()
         self._thread.join(timeout=1.0)
         if self._thread.is_alive():
-            self.syphon.primary.spark.sparkContext.cancelJobGroup(self._group)
+            spark = self.syphon.primary.spark
+            if is_connect(spark):
+                spark.interruptTag(self._group)
+            else:
+                spark.sparkContext.cancelJobGroup(self._group)
             self._thread.join(timeout=self.STOP_WITHIN - 1.0)

@@ -1,0 +1,120 @@
+"""The messaging core over Spark Connect (issue 16), in a process that has no JVM.
+
+``python -m tests.workers.connect_scenario URL NS [--sessions]`` connects to the Spark Connect
+server at ``URL`` (``SparkSession.builder.remote``) and runs, on namespace ``NS`` (a
+``viewfs://`` URI: storage that is not local, so sbdelta reads and writes it through Spark
+alone), a queue's whole life with every send, receive and settle form; with ``--sessions``,
+then the session scenario of the engine tests (``session_scenario``) through Spark. DataFrame results are checked here with chispa; the rest is printed as one JSON line
+for the test to compare, with ``jvm``: whether this process ever started a JVM.
+
+A Spark Connect client must have a process of its own: creating a remote session switches
+pyspark's functions to Spark Connect for the whole process (``SPARK_CONNECT_MODE_ENABLED``).
+"""
+
+import json
+import sys
+import time
+from datetime import timedelta
+
+from chispa import assert_df_equality
+
+from sbdelta import (ManualClock, ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode,
+                     ServiceBusSubQueue)
+from sbdelta._namespace import Namespace
+from sbdelta.management import ServiceBusAdministrationClient
+
+from ..conftest import START
+
+
+def queue_core(spark, ns: str) -> dict:
+    """A queue's life over Spark Connect: SEND-1/3 (a list, a DataFrame, a schedule and its
+    cancel), RECV-2 (receive_dataframe under PeekLock), SETTLE-1 (complete a DataFrame of
+    tokens), SETTLE-2/3/4/5 (abandon, dead-letter, defer, renew), the dead-letter queue as a
+    DataFrame, peek, the runtime properties, RECV-1 (ReceiveAndDelete), delete_queue."""
+    from pyspark.sql import functions as F
+
+    clock = ManualClock(START)
+    out = {}
+    admin = ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
+    admin.create_queue("q", max_delivery_count=5, lock_duration=timedelta(seconds=60))
+    with ServiceBusClient(ns, spark=spark, clock=clock) as client:
+        sender = client.get_queue_sender("q")
+        sender.send_messages([ServiceBusMessage(f"m{i}", application_properties={"i": i})
+                              for i in range(3)])
+        sender.send_dataframe(spark.createDataFrame([(f"d{i}", f"id-d{i}") for i in range(4)],
+                                                    "body STRING, message_id STRING"))
+        later = sender.schedule_messages(ServiceBusMessage("later"),
+                                         START + timedelta(hours=1))
+        sender.cancel_scheduled_messages(later)
+
+        receiver = client.get_queue_receiver("q", max_wait_time=0)
+        got = receiver.receive_dataframe(max_message_count=5)
+        expected = spark.createDataFrame(
+            [("m0", 1), ("m1", 1), ("m2", 1), ("d0", 1), ("d1", 1)],
+            "body STRING, delivery_count INT")
+        assert_df_equality(got.select(F.col("body").cast("string").alias("body"),
+                                      "delivery_count"),
+                           expected, ignore_row_order=True, ignore_nullable=True)
+        out["sequence_numbers"] = int(got.select("sequence_number").distinct().count())
+        receiver.complete_messages(got.where("body IN (CAST('m0' AS BINARY), "
+                                             "CAST('m1' AS BINARY))"))
+        rest = receiver.receive_messages(max_message_count=5)
+        out["rest"] = sorted(str(m) for m in rest)  # d2, d3: the others are locked
+        by_body = {str(m): m for m in rest}
+        receiver.renew_message_lock(by_body["d2"])
+        receiver.dead_letter_message(by_body["d2"], reason="bad", error_description="why")
+        receiver.defer_message(by_body["d3"])
+        deferred = receiver.receive_deferred_messages([by_body["d3"].sequence_number])
+        out["deferred"] = [str(m) for m in deferred]
+        receiver.abandon_message(deferred[0])
+
+        dlq = client.get_queue_receiver("q", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                        max_wait_time=0)
+        dead = dlq.receive_dataframe(max_message_count=10)
+        assert_df_equality(
+            dead.select(F.col("body").cast("string").alias("body"), "dead_letter_reason",
+                        "dead_letter_error_description", "message_id"),
+            spark.createDataFrame([("d2", "bad", "why", "id-d2")],
+                                  "body STRING, dead_letter_reason STRING, "
+                                  "dead_letter_error_description STRING, message_id STRING"),
+            ignore_nullable=True)
+        dlq.complete_messages(dead)
+
+        out["peek"] = sorted(str(m) for m in receiver.peek_messages(10))
+        props = admin.get_queue_runtime_properties("q")
+        out["counts"] = [props.active_message_count, props.dead_letter_message_count,
+                         props.scheduled_message_count]
+        clock.advance(timedelta(minutes=2))  # every lock of the first receive ran out
+        drain = client.get_queue_receiver(
+            "q", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=0)
+        out["drained"] = sorted(r.body.decode() for r in
+                                drain.receive_dataframe(max_message_count=10).collect())
+        out["left"] = admin.get_queue_runtime_properties("q").active_message_count
+    # the clock check's reference over Spark Connect: the server's clock
+    out["skew_below_5s"] = abs(Namespace(ns, spark=spark).clock_skew()) < timedelta(seconds=5)
+    admin.delete_queue("q")
+    out["queues"] = [q.name for q in admin.list_queues()]
+    return out
+
+
+def main() -> None:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from . import session_scenario
+
+    url, ns = sys.argv[1], sys.argv[2]
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    started = time.monotonic()
+    report = {"queue": queue_core(spark, ns)}
+    if "--sessions" in sys.argv[3:]:  # 50 s more: not in the suite (docs/testing.md)
+        ServiceBusAdministrationClient(f"{ns}/s", spark=spark).create_queue(
+            "s", requires_session=True)
+        report["session"] = session_scenario.run(f"{ns}/s", "spark", spark)
+    report["seconds"] = round(time.monotonic() - started)
+    report["jvm"] = SparkContext._gateway is not None
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
