@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Dict, Iterable, Optional
 
 from ._clock import utc
-from ._spark import is_connect
+from ._connect import is_connect
 from ._store import local_path
 
 log = logging.getLogger(__name__)

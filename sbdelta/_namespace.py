@@ -25,7 +25,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from ._clock import Clock, checked_clock, tolerance_of
-from ._spark import LazySpark, is_connect
+from ._connect import is_connect, prepare_connect
+from ._spark import LazySpark
 from ._store import local_path
 from .exceptions import ClockSkewError, ServiceBusAuthorizationError, ServiceBusConnectionError
 
@@ -84,6 +85,7 @@ class Namespace:
         self.engine.check(self.root)
         # Started when first used: a client that delta-rs serves whole starts no JVM.
         self.spark = spark if spark is not None else LazySpark()
+        prepare_connect(self.spark)
         self.clock = checked_clock(clock)
         self._fs = None
         self._clock_checked: Optional[float] = None

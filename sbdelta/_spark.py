@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional
 
 from . import _jvm_archive as jvm_archive
+from ._connect import is_connect, remote_mode
 from .exceptions import SparkSetupError
 
-__all__ = ["get_spark", "LazySpark", "is_connect", "local_spark_conf", "spark_submit_args",
-           "ensure_jars", "ensure_artifact", "ensure_class_archive", "java_home", "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
+__all__ = ["get_spark", "LazySpark", "local_spark_conf", "spark_submit_args", "ensure_jars", "ensure_artifact", "ensure_class_archive",
+           "java_home", "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
 
 LOGSTORE_CLASS = "io.sbdelta.storage.LinkLocalLogStore"
 LOGSTORE_CONF = "spark.delta.logStore.file.impl"
@@ -506,6 +507,8 @@ def get_spark(spark=None, *, conf: Optional[Mapping[str, str]] = None, profile: 
     active = SparkSession.getActiveSession()
     if active is not None and _has_delta(active):
         return active
+    if remote_mode():  # Spark Connect: the server has its own settings (and Delta)
+        return SparkSession.builder.getOrCreate()
     settings = local_spark_conf(conf, profile=profile, multi_process_safe=multi_process_safe)
     os.environ.setdefault("JAVA_HOME", _java_home())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -555,18 +558,10 @@ def session_of(spark):
     return spark.session() if isinstance(spark, LazySpark) else spark
 
 
-def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (``SparkSession.builder.remote``): no JVM
-    in this process, so sbdelta reads Delta logs through SQL or delta-rs. A :class:`LazySpark`
-    not given one is not (it starts a classic session); nothing is started to answer."""
-    if isinstance(spark, LazySpark):
-        spark = spark.known()
-    return spark is not None and type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def _quiet_guard_failures(session) -> None:
     """A tripped precondition guard fails a task on purpose; do not log it as an ERROR."""
     jvm = session.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.Level.OFF
-    for logger in ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager"):
+    for logger in ("org.apache.spark.executor.Executor",
+                   "org.apache.spark.scheduler.TaskSetManager"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)

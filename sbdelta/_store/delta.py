@@ -28,7 +28,7 @@ from ..exceptions import (CommitConflictError, MessageLockLostError, MessageNotF
                           ServiceBusAuthorizationError,
                           ServiceBusError, ServiceBusQuotaExceededError)
 
-from .._spark import is_connect
+from .._connect import is_connect
 from . import history
 from .faults import storage_fault, transient_error, transient_fault
 from .guards import GuardTripped, guard_code

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Optional
 
-from .._spark import is_connect
+from .._connect import is_connect
 from ..exceptions import StorageLayoutError
 from . import history
 from .delta import latest_snapshot

@@ -31,7 +31,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional, Tuple
 
 from .._durations import expiry_sql
-from . import forward_rows
+from .._connect import is_connect
+from . import forward_rows, history
 from .apply import apply_df, as_ops, to_source
 from .delta import latest_snapshot, materialize, retry
 from .literals import sql_literal
@@ -73,7 +74,10 @@ def writer_ids(store, kind: str) -> Tuple[str, ...]:
 
 def txn_version(store, app_id: str) -> int:
     """The last idempotent-write version of ``app_id`` in the store's inbox (-1: none).
-    A read of the snapshot's state, no Spark job once the snapshot is loaded."""
+    A read of the snapshot's state, no Spark job once the snapshot is loaded (over Spark
+    Connect, a read of the log's files: :func:`.history.txn_version`)."""
+    if is_connect(store.spark):
+        return history.txn_version(store.spark, store.inbox_path, app_id)
     found = latest_snapshot(store.spark, store.inbox_path)[1].transactions().get(app_id)
     return int(found.get()) if found.isDefined() else -1
 

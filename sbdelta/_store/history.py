@@ -14,8 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import List, Optional, Tuple
 
-__all__ = ["latest_commit", "latest_version", "commit_of", "table_exists", "table_features", "column_names",
-           "frozen"]
+__all__ = ["latest_commit", "latest_version", "commit_of", "table_exists", "table_features",
+           "column_names", "txn_version", "frozen"]
 
 #: Words of the errors Delta raises for a path that holds no Delta table.
 _NOT_A_TABLE = ("is not a Delta table", "DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND",
@@ -87,6 +87,33 @@ def table_features(spark, path: str) -> List[str]:
 def column_names(spark, path: str) -> List[str]:
     """The names of the table's columns, as its latest version has them."""
     return list(spark.read.format("delta").load(path).columns)
+
+
+def txn_version(spark, path: str, app_id: str) -> int:
+    """The last version the table records for the idempotent-write app id ``app_id`` (-1:
+    none), as Delta's snapshot has it: the ``txn`` actions of its latest checkpoint and of
+    the commits after it, read as data (a Delta log is JSON and Parquet files)."""
+    from pyspark.sql import functions as F
+
+    latest = latest_version(spark, path)
+    if latest < 0:
+        return -1
+    log = f"{path.rstrip('/')}/_delta_log"
+    try:
+        mark = spark.read.json(f"{log}/_last_checkpoint").select("version").first()
+    except Exception:  # noqa: BLE001 - no checkpoint yet: every commit file is still there
+        mark = None
+    start = int(mark.version) if mark is not None and mark.version is not None else -1
+    found = []
+    if start >= 0:
+        found += (spark.read.parquet(f"{log}/{start:020d}.checkpoint*.parquet")
+                  .where(F.col("txn.appId") == app_id).select("txn.version").collect())
+    commits = [f"{log}/{v:020d}.json" for v in range(start + 1, latest + 1)]
+    if commits:
+        found += (spark.read.schema("txn STRUCT<appId: STRING, version: BIGINT>")
+                  .json(commits).where(F.col("txn.appId") == app_id)
+                  .select("txn.version").collect())
+    return max((int(r.version) for r in found), default=-1)
 
 
 def frozen(df):

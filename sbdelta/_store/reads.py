@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._clock import as_utc, from_spark
-from .._spark import is_connect
+from .._connect import is_connect
 from . import deltalog, rs
 from .literals import sql_literal
 from .inbox import inbox_range, inbox_rows, scan_inbox

@@ -21,7 +21,7 @@ from . import schema
 from . import history, rs, rs_tables
 from .engines import Engine, resolve_engine
 from .apply import Clause, MergeSpec, merge_literal
-from .._spark import is_connect
+from .._connect import is_connect
 from .delta import (create_table, latest_snapshot, latest_version, retry, run_guarded,
                     table_exists)
 from .guards import GuardTripped

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 from .._clock import Clock
 from .._entity import EntityResolver
 from .._namespace import Namespace
-from .._spark import is_connect
+from .._connect import is_connect
 from .._store import (DEADLETTERING, MSG, OPERATION_BOUND, checkpoint, optimize,
                       storage_errors, vacuum)
 from ..exceptions import ServiceBusInvalidOperationError

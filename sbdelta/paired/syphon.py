@@ -34,7 +34,7 @@ from .._entity import EntityResolver
 from .._forwarding import continues, forward_after_send, route
 from .._names import entity_name_list
 from .._namespace import Namespace
-from .._spark import is_connect
+from .._connect import is_connect
 from .._store import (SyphonHold, SyphonMoved, SyphonProgress, SyphonRefusal, SyphonTarget,
                       move_backlog)
 from ..exceptions import (ConfigurationError, InvalidEntityNameError, MessagingEntityDisabledError,

@@ -71,12 +71,15 @@ class Context:
         self.bag_error = bag_error
 
 
-_BAG: list = [None, None]  # (the Spark context, its message_bag())
+_UNBUILT = object()
+_BAG: list = [_UNBUILT, None]  # (the Spark context, its message_bag())
 
 
 def message_bag() -> Tuple[object, object]:
     """``(bag, error)`` of the message's application properties column, built once per Spark
-    context (Columns are immutable; building this one costs about a hundred py4j calls)."""
+    context (Columns are immutable; building this one costs about a hundred py4j calls). A
+    Spark Connect process has no context (None): its Columns are plain expressions, built
+    once for every session."""
     from pyspark import SparkContext
 
     context = SparkContext._active_spark_context

@@ -22,6 +22,7 @@ from sbdelta._namespace import Namespace
 from sbdelta.connect_server import ConnectServer
 
 from ..conftest import START, run_python
+from ..workers import session_scenario, subscription_scenario
 
 MOUNT = "sbdelta-test"
 
@@ -44,24 +45,14 @@ def server(tmp_path_factory):
             yield connect, storage
 
 
-def test_issue16_the_messaging_core_runs_over_spark_connect_without_a_jvm_in_the_client(
-        spark, server):
-    """Issue 16, Spark Connect: a queue's whole life through ``SparkSession.builder.remote``
-    (``tests/workers/connect_scenario.py``, DataFrame results checked there with chispa):
-    SEND-1/3 (a list, a DataFrame, a scheduled message cancelled), RECV-2 (receive_dataframe
-    under PeekLock), SETTLE-1 (complete a DataFrame of lock tokens), SETTLE-2/3/4/5 (abandon,
-    dead-letter with reason, defer and receive by sequence number, renew), the dead-letter
-    queue as a DataFrame, peek, the runtime properties, RECV-1 (ReceiveAndDelete), the clock
-    check against the server's clock, delete_queue; in a client process where no JVM starts.
-    The activity it recorded (IDLE-2) is read by a classic session too."""
-    connect, storage = server
-    ns = f"viewfs://{MOUNT}/ns/core"
-    proc = run_python("-m", "tests.workers.connect_scenario", connect.url, ns)
-    out, err = proc.communicate(timeout=540)
-    assert proc.returncode == 0, err[-4000:]
-    report = json.loads(out.strip().splitlines()[-1])
-    assert report.pop("jvm") is False
-    assert report["queue"] == {
+#: The scenarios of ``tests/workers/connect_scenario.py`` the test runs: the queue's in the
+#: suite (90 s); ``SBDELTA_TEST_CONNECT_SCENARIOS=all`` adds sessions, topics, forwarding,
+#: the syphon and the jobs (about 5 minutes more; docs/testing.md).
+SCENARIOS = os.environ.get("SBDELTA_TEST_CONNECT_SCENARIOS", "queue")
+
+#: What each scenario reports when it works as on a classic session.
+EXPECTED = {
+    "queue": {
         "sequence_numbers": 5,          # SEND-3: five distinct numbers
         "rest": ["d2", "d3"],           # the other five are locked (RECV-2) or completed
         "deferred": ["d3"],             # SETTLE-4: by sequence number only
@@ -71,14 +62,46 @@ def test_issue16_the_messaging_core_runs_over_spark_connect_without_a_jvm_in_the
         "left": 0,
         "skew_below_5s": True,
         "queues": [],
-    }
+    },
+    "session": session_scenario.EXPECTED,
+    "topic": subscription_scenario.EXPECTED,
+    "forward": {"job": [3, 0], "got": ["new", "old0", "old1", "old2"]},
+    "syphon": {"moved": [{"orders": 3}, {}], "dead": {"MessagingEntityNotFound": 1},
+               "got": ["o0", "o1", "o2"]},
+    "jobs": {"expired": 3, "connect": True, "compacted": 1, "idle": ["q"]},
+}
+
+
+def test_issue16_the_messaging_core_runs_over_spark_connect_without_a_jvm_in_the_client(
+        spark, server):
+    """Issue 16, Spark Connect: a queue's whole life through ``SparkSession.builder.remote``
+    (``tests/workers/connect_scenario.py``, DataFrame results checked there with chispa):
+    SEND-1/3 (a list, a DataFrame, a scheduled message cancelled), RECV-2 (receive_dataframe
+    under PeekLock), SETTLE-1 (complete a DataFrame of lock tokens), SETTLE-2/3/4/5 (abandon,
+    dead-letter with reason, defer and receive by sequence number, renew), the dead-letter
+    queue as a DataFrame, peek, the runtime properties, RECV-1 (ReceiveAndDelete), the clock
+    check against the server's clock, delete_queue; in a client process where no JVM starts,
+    its admin client taking the active Spark Connect session. The activity it recorded
+    (IDLE-2) is read by a classic session too. With ``SBDELTA_TEST_CONNECT_SCENARIOS=all``:
+    SESS-2/3/5/6, TOPIC-1/4/5 with FWD-2 and PART-8, FWD-1 (the job), PAIR-7 (the syphon),
+    TTL-6 (the sweep), compaction and IDLE-1 end as on a classic session."""
+    connect, storage = server
+    ns = f"viewfs://{MOUNT}/ns/run"
+    proc = run_python("-m", "tests.workers.connect_scenario", connect.url, ns, SCENARIOS)
+    out, err = proc.communicate(timeout=540 if SCENARIOS == "queue" else 1800)
+    assert proc.returncode == 0, err[-4000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report.pop("jvm") is False
+    print("seconds per scenario:", report.pop("seconds"))
+    assert report == {name: EXPECTED[name] for name in report}
+    assert "queue" in report
     # The deleted queue's folder stays: no Spark Connect call deletes files (docs/engines.md).
-    (folder,) = glob.glob(str(storage / "core" / "queues" / "q" / "*"))
+    (folder,) = glob.glob(str(storage / "run" / "queue" / "queues" / "q" / "*"))
     assert sorted(os.listdir(os.path.join(folder, "_activity")))  # one folder per slot used
 
     # A classic session reads the activity folders a Spark Connect client wrote (IDLE-2).
     spark.sparkContext._jsc.hadoopConfiguration().set(
         f"fs.viewfs.mounttable.{MOUNT}.link./ns", f"file://{storage}")
-    location = f"{ns}/{os.path.relpath(folder, storage / 'core')}"
-    seen = last_activity(Namespace(ns, spark=spark), [location])
+    location = f"{ns}/queue/{os.path.relpath(folder, storage / 'run' / 'queue')}"
+    seen = last_activity(Namespace(f"{ns}/queue", spark=spark), [location])
     assert START <= seen < datetime(2030, 1, 2, tzinfo=timezone.utc)

@@ -1,10 +1,13 @@
 """The messaging core over Spark Connect (issue 16), in a process that has no JVM.
 
-``python -m tests.workers.connect_scenario URL NS [--sessions]`` connects to the Spark Connect
+``python -m tests.workers.connect_scenario URL NS [SCENARIOS]`` connects to the Spark Connect
 server at ``URL`` (``SparkSession.builder.remote``) and runs, on namespace ``NS`` (a
 ``viewfs://`` URI: storage that is not local, so sbdelta reads and writes it through Spark
-alone), a queue's whole life with every send, receive and settle form; with ``--sessions``,
-then the session scenario of the engine tests (``session_scenario``) through Spark. DataFrame results are checked here with chispa; the rest is printed as one JSON line
+alone), a queue's whole life with every send, receive and settle form; ``SCENARIOS`` (comma
+separated, or ``all``) adds the session and topic scenarios of the engine tests
+(``session_scenario``, ``subscription_scenario``), forwarding, the syphon and the
+maintenance jobs.
+DataFrame results are checked here with chispa; the rest is printed as one JSON line
 for the test to compare, with ``jvm``: whether this process ever started a JVM.
 
 A Spark Connect client must have a process of its own: creating a remote session switches
@@ -35,7 +38,8 @@ def queue_core(spark, ns: str) -> dict:
 
     clock = ManualClock(START)
     out = {}
-    admin = ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
+    # No session given: the active one (Spark Connect's) is used, as in a serverless notebook.
+    admin = ServiceBusAdministrationClient(ns, clock=clock)
     admin.create_queue("q", max_delivery_count=5, lock_duration=timedelta(seconds=60))
     with ServiceBusClient(ns, spark=spark, clock=clock) as client:
         sender = client.get_queue_sender("q")
@@ -97,23 +101,112 @@ def queue_core(spark, ns: str) -> dict:
     return out
 
 
+def forwarding(spark, ns: str) -> dict:
+    """FWD-1/2 over Spark Connect: messages held before ``forward_to`` was set moved by the
+    forwarding job (its idempotent appends: the last version recorded read from the log's
+    files), a later send forwarded by the send itself, a second pass moving nothing."""
+    from sbdelta.maintenance import forward_messages
+
+    admin = ServiceBusAdministrationClient(ns, spark=spark)
+    admin.create_queue("dst")
+    admin.create_queue("src")
+    with ServiceBusClient(ns, spark=spark) as client:
+        client.get_queue_sender("src").send_messages([ServiceBusMessage(f"old{i}")
+                                                      for i in range(3)])
+        source = admin.get_queue("src")
+        source.forward_to = "dst"
+        admin.update_queue(source)
+        first = forward_messages(ns, spark=spark)
+        client.get_queue_sender("src").send_messages(ServiceBusMessage("new"))
+        second = forward_messages(ns, spark=spark)
+        got = client.get_queue_receiver("dst", max_wait_time=0).receive_messages(10)
+    return {"job": [first.totals()["forwarded"], second.totals()["forwarded"]],
+            "got": sorted(str(m) for m in got)}
+
+
+def syphon(spark, ns: str) -> dict:
+    """PAIR-7 over Spark Connect: backlog messages moved home, one to a missing queue
+    dead-lettered with its reason, a second drain moving nothing."""
+    from sbdelta._namespace import normalize_root
+    from sbdelta.paired import (BACKLOG_QUEUE_PROPERTIES, backlog_queue_name,
+                                primary_identity, to_backlog)
+    from sbdelta.paired.syphon import Syphon
+
+    primary, secondary = f"{ns}/primary", f"{ns}/secondary"
+    backlog = backlog_queue_name(primary_identity(normalize_root(primary)), 0)
+    ServiceBusAdministrationClient(secondary, spark=spark).create_queue(
+        backlog, **BACKLOG_QUEUE_PROPERTIES)
+    ServiceBusAdministrationClient(primary, spark=spark).create_queue("orders")
+    with ServiceBusClient(secondary, spark=spark) as away:
+        away.get_queue_sender(backlog).send_messages(
+            [to_backlog(ServiceBusMessage(f"o{i}"), "orders") for i in range(3)]
+            + [to_backlog(ServiceBusMessage("x"), "missing")])
+    first = Syphon(primary, secondary, spark=spark).drain()
+    second = Syphon(primary, secondary, spark=spark).drain()
+    with ServiceBusClient(primary, spark=spark) as client:
+        got = client.get_queue_receiver("orders", max_wait_time=0).receive_messages(10)
+    return {"moved": [first.moved, second.moved], "dead": first.dead_lettered,
+            "got": sorted(str(m) for m in got)}
+
+
+def jobs(spark, ns: str) -> dict:
+    """The maintenance jobs over Spark Connect: the expiry sweep dead-letters (TTL-6),
+    compaction runs its steps a Spark Connect session allows, the idle job deletes an idle
+    queue (IDLE-1) from the activity recorded (IDLE-2)."""
+    from sbdelta.maintenance import compact, delete_idle_entities, expire_messages
+
+    clock = ManualClock(START)
+    admin = ServiceBusAdministrationClient(ns, spark=spark, clock=clock)
+    admin.create_queue("q", default_message_time_to_live=timedelta(minutes=1),
+                       dead_lettering_on_message_expiration=True,
+                       auto_delete_on_idle=timedelta(minutes=5))
+    with ServiceBusClient(ns, spark=spark, clock=clock) as client:
+        client.get_queue_sender("q").send_messages([ServiceBusMessage(f"m{i}")
+                                                    for i in range(3)])
+    clock.advance(timedelta(minutes=3))
+    expired = expire_messages(ns, spark=spark, clock=clock).totals()
+    compacted = compact(ns, spark=spark, clock=clock)
+    clock.advance(timedelta(minutes=10))
+    idle = delete_idle_entities(ns, spark=spark, clock=clock)
+    return {"expired": expired["expired_dead_lettered"], "connect": compacted.connect,
+            "compacted": len(compacted.entities), "idle": idle.deleted}
+
+
+#: The scenarios ``main`` runs: the queue's by default (the suite's), the rest on request.
+SCENARIOS = ("queue", "session", "topic", "forward", "syphon", "jobs")
+
+
 def main() -> None:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from . import session_scenario
+    from . import session_scenario, subscription_scenario
 
     url, ns = sys.argv[1], sys.argv[2]
+    wanted = sys.argv[3].split(",") if len(sys.argv) > 3 else ["queue"]
     spark = SparkSession.builder.remote(url).getOrCreate()
-    started = time.monotonic()
-    report = {"queue": queue_core(spark, ns)}
-    if "--sessions" in sys.argv[3:]:  # 50 s more: not in the suite (docs/testing.md)
-        ServiceBusAdministrationClient(f"{ns}/s", spark=spark).create_queue(
-            "s", requires_session=True)
-        report["session"] = session_scenario.run(f"{ns}/s", "spark", spark)
-    report["seconds"] = round(time.monotonic() - started)
+    report, seconds = {}, {}
+    for name in SCENARIOS:
+        if name not in wanted and "all" not in wanted:
+            continue
+        started = time.monotonic()
+        where = f"{ns}/{name}"
+        if name == "queue":
+            report[name] = queue_core(spark, where)
+        elif name == "session":
+            ServiceBusAdministrationClient(where, spark=spark).create_queue(
+                "s", requires_session=True)
+            report[name] = session_scenario.run(where, "spark", spark)
+        elif name == "topic":
+            subscription_scenario.prepare(ServiceBusAdministrationClient(where, spark=spark))
+            report[name] = subscription_scenario.run(where, "spark", spark)
+        else:
+            report[name] = {"forward": forwarding, "syphon": syphon, "jobs": jobs}[name](
+                spark, where)
+        seconds[name] = round(time.monotonic() - started, 1)
+    report["seconds"] = seconds
     report["jvm"] = SparkContext._gateway is not None
-    print(json.dumps(report))
+    print(json.dumps(report, default=str))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ topic and its subscriptions.
 import json
 import os
 import sys
+import zlib
 from datetime import timedelta
 
 from sbdelta import (NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage,
@@ -19,6 +20,25 @@ from sbdelta.management import (CorrelationRuleFilter, RuleProperties,
                                 ServiceBusAdministrationClient, SqlRuleAction, SqlRuleFilter)
 
 SUBSCRIPTIONS = ("copies", "dead", "sess")
+
+
+_ONE, _FIVE, _TEXT = ({"n": 1}, {"n": 5, "colour": "red"}, {"n": "abc"})
+_COPIES = sorted([
+    ["m1", _ONE, "a"], ["m1", {**_ONE, "tag": "x", "RuleName": "tag"}, "a"],
+    ["m2", _FIVE, "b"], ["m2", {**_FIVE, "tag": "x", "RuleName": "tag"}, "b"],
+    ["m2", {"n": 10, "RuleName": "double"}, "b"],
+    ["m3", _TEXT, None], ["m3", {**_TEXT, "tag": "x", "RuleName": "tag"}, None]], key=repr)
+#: What :func:`run` reports, whichever engine runs it.
+EXPECTED = {
+    "copies": {"before": 7, "peeked": _COPIES, "got": _COPIES, "copies": 7,
+               "dead": [["m3", "RuleActionException"]], "after": [0, 0]},
+    "dead": {"before": 1, "peeked": [["m2", _FIVE, "b"]], "got": [["m2", _FIVE, "b"]],
+             "copies": 1, "dead": [["m3", "FilterException"]], "after": [0, 0]},
+    "sess": {"before": 2, "peeked": None, "got": [["m1", _ONE, "a"], ["m2", _FIVE, "b"]],
+             "copies": 2, "dead": [["m3", "Session id is null."]], "after": [0, 0]},
+    # Forwarded by the send (FWD-2); the session id chooses the partition (PART-8).
+    "onward": {"got": [["m2", _FIVE, "b"]], "partitions": [zlib.crc32(b"b") % 16],
+               "dead": [["m3", "FilterException"]]}}
 
 
 def prepare(admin: ServiceBusAdministrationClient) -> None:
