@@ -10,6 +10,7 @@ unit, so the worst ratios can be ranked.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -163,14 +164,19 @@ def plot(rows: Sequence[Row], path: Path, title: str) -> None:
 # -- running -----------------------------------------------------------------------------------
 def run(mode: str = "quick", *, out_dir: Optional[Path] = None, only: Sequence[str] = (),
         spark=None, rabbitmq: bool = True, work_dir: Optional[Path] = None,
-        echo=print) -> dict:
-    """Run the workloads of ``mode``; returns the result document (also written as JSON)."""
+        echo=print, contention_batch: Optional[int] = None) -> dict:
+    """Run the workloads of ``mode``; returns the result document (also written as JSON).
+    ``contention_batch``: the contention workers' batch (and RabbitMQ's prefetch) instead of
+    the mode's; 1 makes every call a single-message one (issue 16's contention target)."""
     from . import workloads
     from .rabbit import RabbitUnavailable, rabbit_server
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
     sizes = MODES[mode]
+    if contention_batch is not None:
+        sizes = dataclasses.replace(sizes, contention_batch=contention_batch,
+                                    rabbit_prefetch=contention_batch)
     selected = list(only) or [w for w in WORKLOADS if w not in sizes.skip]
     unknown = sorted(set(selected) - set(WORKLOADS))
     if unknown:
@@ -263,6 +269,9 @@ def main(argv: Sequence[str]) -> int:
                         help="skip the RabbitMQ baselines (reported as not available)")
     parser.add_argument("--work-dir", default=None,
                         help="where the Delta tables go (default: a temporary folder, removed)")
+    parser.add_argument("--contention-batch", type=int, default=None,
+                        help="messages per receive, send and complete of the contention "
+                             "workers (and RabbitMQ's prefetch); default: the mode's")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw latest-<mode>.png from latest-<mode>.json (no Spark)")
     args = parser.parse_args(list(argv))
@@ -275,5 +284,5 @@ def main(argv: Sequence[str]) -> int:
     only = [w.strip() for w in args.only.split(",") if w.strip()]
     run(args.mode, out_dir=Path(args.out), only=only, rabbitmq=not args.no_rabbitmq,
         work_dir=Path(args.work_dir) if args.work_dir else None,
-        echo=lambda *a: print(*a, flush=True))
+        echo=lambda *a: print(*a, flush=True), contention_batch=args.contention_batch)
     return 0
