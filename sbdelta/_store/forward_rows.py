@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Set, Tuple
 
 from .._durations import expiry
-from . import rs
+from . import rs, rs_feed
 from .apply import apply_rows
 from .delta import LITERAL_ROWS
 from .inbox import inbox_rows
@@ -113,14 +113,14 @@ def new_step(source, dest, policy: Policy, now: datetime, ids: Tuple[str, ...],
 
 
 def _inbox_count(source, frontiers: Dict[int, int], lo: int, hi: int) -> int:
-    counts = rs.inbox_version_counts(source.inbox_path, frontiers, lo, hi, sequence_number)
+    counts = rs_feed.inbox_version_counts(source.inbox_path, frontiers, lo, hi, sequence_number)
     return LITERAL_ROWS + 1 if counts is None else sum(counts.values())
 
 
 def _window_end(source, frontiers: Dict[int, int], lo: int, hi: int) -> Optional[int]:
     """The last version of the range to forward: as far toward ``hi`` as the range holds at
     most ``LITERAL_ROWS`` inbox rows (None: version ``lo`` alone holds more)."""
-    counts = rs.inbox_version_counts(source.inbox_path, frontiers, lo, hi, sequence_number)
+    counts = rs_feed.inbox_version_counts(source.inbox_path, frontiers, lo, hi, sequence_number)
     if counts is None:
         return None
     per_version: Dict[int, int] = {}

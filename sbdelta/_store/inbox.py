@@ -15,7 +15,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import deltalog, rs
+from . import deltalog, rs_feed
 from .delta import (TIME_TRAVEL_CHECK, commit_of, latest_snapshot, materialize,
                     remove_files_quietly, session_settings)
 from .layout import (COPY_SHIFT, FRONTIER, MSG, OPERATION_BOUND, SEEN, SEEN_COPY, case_by_pid,
@@ -82,14 +82,14 @@ def seen_rows(rows):
 def inbox_rows(store, frontiers: Dict[int, int], lo: int, hi: int,
                columns: Optional[Sequence[str]] = None, *,
                history: bool = False) -> List[dict]:
-    """:func:`inbox_range` read by delta-rs, without Spark: dicts (:func:`.rs.inbox_rows`;
+    """:func:`inbox_range` read by delta-rs, without Spark: dicts (:func:`.rs_feed.inbox_rows`;
     only ``columns`` of a queue's rows when given). A subscription's rows go through its rules
     in Python (:meth:`sbdelta._subscription.Admission.admit_rows`: the same rows, copies,
     properties and dead-letter reasons as the Spark form), so they need every column."""
     if store.admit is None:
-        return rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number,
+        return rs_feed.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number,
                              columns=columns)
-    read = rs.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number)
+    read = rs_feed.inbox_rows(store.inbox_path, frontiers, lo, hi, sequence_number)
     return store.admit.admit_rows(read) + (seen_rows(read) if history else [])
 
 
@@ -118,6 +118,28 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
         own = None  # own rows per partition (None: every row counts)
+        counts = None
+        # A queue's rows: counted by delta-rs on a local table, per version (two columns
+        # read, no bodies), so that only the versions the batch needs are read whole. A list
+        # receive cuts so in one partition only: across partitions its plan takes the rows
+        # lowest in sequence number (partition first), which a cut by version would change.
+        if (store.admit is None and store.engine.reads(store.inbox_path)
+                and (not as_rows or len(pids) == 1)):
+            by_version = rs_feed.inbox_version_counts(
+                store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
+                sequence_number)
+            if by_version is not None and mine is not None:
+                ours = rs_feed.inbox_version_counts(
+                    store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
+                    sequence_number, session_ids=list(mine))
+                if ours is not None:
+                    hi = enough_versions(ours, lo, hi, need)
+                    own = _per_partition(ours, hi)
+            elif by_version is not None:
+                hi = enough_versions(by_version, lo, hi, need)
+            if by_version is not None:
+                pids = [p for p in pids if lagging[p] <= hi]
+                counts = _per_partition(by_version, hi)
         if as_rows:
             df = inbox_rows(store, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                             history=history)
@@ -126,25 +148,6 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                 own = dict(Counter(row["pid"] for row in df if row["kind"] != SEEN and (
                     mine is None or row.get("session_id") in mine)))
         else:
-            counts = None
-            if store.admit is None and store.engine.reads(store.inbox_path):
-                # a queue's rows: counted by delta-rs on a local table, per version, so
-                # that Spark reads only the versions the batch needs
-                by_version = rs.inbox_version_counts(
-                    store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
-                    sequence_number)
-                if by_version is not None and mine is not None:
-                    ours = rs.inbox_version_counts(
-                        store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
-                        sequence_number, session_ids=list(mine))
-                    if ours is not None:
-                        hi = enough_versions(ours, lo, hi, need)
-                        own = _per_partition(ours, hi)
-                elif by_version is not None:
-                    hi = enough_versions(by_version, lo, hi, need)
-                if by_version is not None:
-                    pids = [p for p in pids if lagging[p] <= hi]
-                    counts = _per_partition(by_version, hi)
             df = inbox_range(store, pids, frontiers, lo, hi, history=history)
             if counts is None and getattr(store.admit, "evaluates_messages", False):
                 # A subscription's rules that read messages run once here, not again in each

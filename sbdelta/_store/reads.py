@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._clock import as_utc, from_spark
 from .._connect import is_connect
-from . import deltalog, rs
+from . import deltalog, rs, rs_feed
 from .literals import sql_literal
 from .inbox import inbox_range, inbox_rows, scan_inbox
 from .layout import (ACTIVE, CANCELLED, COMPLETED, COPY_SHIFT, DEADLETTERING, DEFERRED,
@@ -225,7 +225,7 @@ def spark_query(store, sql: str, new=None):
 def query(store, sql: str, new=None, *, fast: Optional[bool] = None) -> list:
     """The rows (``Row`` objects) of ``sql`` (as :func:`spark_query`). ``fast`` (default: the
     store's engine settles its tables with delta-rs): DataFusion runs it, ``new`` being a
-    list of new inbox rows (dicts, :func:`.rs.inbox_rows`) passed as a literal relation,
+    list of new inbox rows (dicts, :func:`.rs_feed.inbox_rows`) passed as a literal relation,
     and the operation needs no Spark; the columns such a relation leaves out (they only pass
     through, :data:`.receive_plan.DECIDING`) are filled in from ``new`` by sequence number.
     Else Spark, ``new`` being a DataFrame."""
@@ -370,7 +370,7 @@ def inbox_counts(store, now: datetime) -> Counts:
             return Counts()
         cancelled = {(r.pid, r.seq) for r in query(
             store, f"SELECT pid, seq FROM {{M}} WHERE kind = '{MSG}' AND state = '{CANCELLED}'")}
-        rows = [r for r in rs.inbox_rows(
+        rows = [r for r in rs_feed.inbox_rows(
             store.inbox_path, {p: -1 for p in range(store.partitions)},
             max(1, rs.first_commit(store.inbox_path)), latest,
             sequence_number, columns=["kind", "scheduled_enqueue_time", "size"])

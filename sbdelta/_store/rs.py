@@ -32,7 +32,7 @@ import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .datafusion import translate
 from .guards import GuardTripped
@@ -212,57 +212,6 @@ def partition_stats(path: str, claimable: str, action: str, frontier_kind: str,
         return None
 
 
-def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
-                         seq_of: Callable[[int, int, int], int],
-                         session_ids: Optional[Sequence[str]] = None
-                         ) -> Optional[Dict[Tuple[int, int], int]]:
-    """Rows per (partition, commit version) that the local inbox's versions ``lo``..``hi``
-    inserted past each partition's frontier (SEND-3 numbering, ``seq_of(pid, version, idx)``),
-    only those of ``session_ids`` when given, or None when delta-rs cannot answer. A receive
-    needing fewer rows than the versions read hold reads only the versions it needs
-    (:func:`.inbox.scan_inbox`). Counted in Arrow, not per row in Python."""
-    try:
-        table = table_at(path)
-        if table is None or not frontiers:
-            return None
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        extra = ["session_id"] if session_ids is not None else []
-        changes = pa.table(table.load_cdf(starting_version=lo, ending_version=hi,
-                                          columns=["pid", "idx", "_change_type",
-                                                   "_commit_version", *extra]).read_all())
-        pids = sorted(frontiers)
-        inserted = pc.and_(  # (the change type may come as a string view: compared as text)
-            pc.equal(pc.cast(changes["_change_type"], pa.string()), "insert"),
-            pc.is_in(changes["pid"], value_set=pa.array(pids, changes["pid"].type)))
-        if session_ids is not None:
-            inserted = pc.and_(inserted, pc.fill_null(pc.is_in(
-                pc.cast(changes["session_id"], pa.string()),
-                value_set=pa.array(sorted(session_ids), pa.string())), False))
-            changes = changes.drop_columns(["session_id"])
-        changes = changes.drop_columns(["_change_type"]).filter(inserted)
-        if changes.num_rows == 0:
-            return {}
-        pid = pc.cast(changes["pid"], pa.int64())
-        # seq_of(pid, version, idx) - seq_of(pid, 0, 0) orders a partition's rows as their
-        # sequence numbers do (SEND-3: disjoint bit fields), for any pid.
-        base = {p: seq_of(p, 0, 0) for p in pids}
-        per_version, per_idx = seq_of(0, 1, 0) - seq_of(0, 0, 0), seq_of(0, 0, 1) - seq_of(0, 0, 0)
-        rank = pc.add(pc.multiply(pc.cast(changes["_commit_version"], pa.int64()), per_version),
-                      pc.multiply(pc.cast(changes["idx"], pa.int64()), per_idx))
-        limit = pc.take(pa.array([frontiers[p] - base[p] for p in pids], pa.int64()),
-                        pc.index_in(pid, value_set=pa.array(pids, pa.int64())))
-        past = changes.filter(pc.greater(rank, limit))
-        grouped = past.group_by(["pid", "_commit_version"]).aggregate([("idx", "count")])
-        return {(int(p), int(v)): int(n) for p, v, n in zip(
-            grouped["pid"].to_pylist(), grouped["_commit_version"].to_pylist(),
-            grouped["idx_count"].to_pylist())}
-    except Exception as exc:  # noqa: BLE001 - Spark counts instead
-        log.debug("delta-rs change feed of %s failed: %s", path, exc)
-        return None
-
-
 def version(path: str) -> int:
     """The local table's latest version (delta-rs reads its log; errors propagate: only
     for tables the caller's engine gives to delta-rs)."""
@@ -276,33 +225,6 @@ def first_commit(path: str) -> int:
 
     names = os.listdir(os.path.join(local_table(path), "_delta_log"))
     return min(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit())
-
-
-def inbox_rows(path: str, frontiers: Dict[int, int], lo: int, hi: int,
-               seq_of: Callable[[int, int, int], int],
-               columns: Optional[Sequence[str]] = None) -> List[dict]:
-    """The rows the local inbox's versions ``lo``..``hi`` inserted in the partitions of
-    ``frontiers`` past each one's frontier, as dicts of the inbox's columns (only
-    ``columns`` when given) with ``seq`` (``seq_of(pid, version, idx)``, SEND-3) and ``pos``
-    (a queue's position: its ``seq``). Errors propagate, as for :func:`version`."""
-    import pyarrow as pa
-
-    if columns is not None:
-        columns = sorted({*columns, "pid", "idx", "_change_type", "_commit_version"})
-    changes = pa.table(_latest(local_table(path)).load_cdf(
-        starting_version=lo, ending_version=hi, columns=columns).read_all())
-    found = []
-    for row in changes.to_pylist():
-        pid = row["pid"]
-        if row["_change_type"] != "insert" or pid not in frontiers:
-            continue
-        seq = seq_of(pid, row["_commit_version"], row["idx"])
-        if seq > frontiers[pid]:
-            for name in ("_change_type", "_commit_version", "_commit_timestamp"):
-                row.pop(name, None)
-            row["seq"] = row["pos"] = seq
-            found.append(row)
-    return found
 
 
 #: The name :func:`query` gives the table it reads.

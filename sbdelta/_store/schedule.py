@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable, Sequence, Set
 
-from . import rs
+from . import rs, rs_feed
 from .apply import apply_rows
 from .delta import guard_error, retry
 from .guards import GuardTripped
@@ -74,7 +74,7 @@ def _waiting_in_inbox(store, seqs: Sequence[int], now: datetime) -> Set[int]:
         if min(versions) > latest:  # numbers no commit of the inbox has given yet
             return set()
         wanted = set(seqs)
-        return {row["seq"] for row in rs.inbox_rows(
+        return {row["seq"] for row in rs_feed.inbox_rows(
                     store.inbox_path, {p: -1 for p in pids}, min(versions),
                     min(max(versions), latest), sequence_number,
                     columns=["kind", "scheduled_enqueue_time"])

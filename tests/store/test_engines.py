@@ -17,7 +17,7 @@ from chispa import assert_df_equality
 
 from sbdelta import (ConfigurationError, MessageLockLostError, ServiceBusClient,
                      ServiceBusMessage, ServiceBusSubQueue)
-from sbdelta._store import resolve_engine, rs
+from sbdelta._store import resolve_engine, rs, rs_feed
 from sbdelta._store.apply import apply_rows
 from sbdelta._store.guards import GuardTripped
 from sbdelta._store.literals import local_path
@@ -59,7 +59,7 @@ def test_recv_4_ttl_7_delta_rs_and_spark_count_the_same_claimable_and_due_messag
                           {p: frontier_at(p, latest - 1) for p in range(store.partitions)}):
             spark_counts = {r.pid: r["count"] for r in inbox_range(
                 store, list(frontiers), frontiers, 0, latest).groupBy("pid").count().collect()}
-            by_version = rs.inbox_version_counts(store.inbox_path, frontiers, 0, latest,
+            by_version = rs_feed.inbox_version_counts(store.inbox_path, frontiers, 0, latest,
                                                  sequence_number)
             rs_counts = {}
             for (pid, _), n in by_version.items():
@@ -122,7 +122,7 @@ def test_recv_1_a_dataframe_receive_reads_only_the_inbox_versions_its_batch_need
             spark_counts = {(r.pid, r._commit_version): r["count"] for r in inbox_range(
                 store, list(frontiers), frontiers, 0, latest)
                 .groupBy("pid", "_commit_version").count().collect()}
-            assert rs.inbox_version_counts(store.inbox_path, frontiers, 0, latest,
+            assert rs_feed.inbox_version_counts(store.inbox_path, frontiers, 0, latest,
                                            sequence_number) == spark_counts
         start = {p: -1 for p in range(store.partitions)}
         rows, hi, counts, _ = scan_inbox(store, start, 4, latest)
