@@ -108,12 +108,14 @@ def inbox_rows(path: str, frontiers: Dict[int, int], lo: int, hi: int,
         starting_version=lo, ending_version=hi, columns=columns).read_all())
     if not frontiers or changes.num_rows == 0:
         return []
-    changes = _viewless(changes)
     # Only the rows past the frontiers become Python objects (a version can hold thousands).
-    changes = changes.filter(pc.and_(
-        pc.equal(pc.cast(changes["_change_type"], pa.string()), "insert"),
-        pc.is_in(changes["pid"], value_set=pa.array(sorted(frontiers), changes["pid"].type))))
-    changes = changes.filter(_past_frontiers(changes, frontiers, seq_of))
+    wanted = pc.fill_null(pc.and_(
+        pc.and_(pc.equal(pc.cast(changes["_change_type"], pa.string()), "insert"),
+                pc.is_in(changes["pid"], value_set=pa.array(sorted(frontiers),
+                                                            changes["pid"].type))),
+        _past_frontiers(changes, frontiers, seq_of)), False)
+    if not pc.all(wanted).as_py():  # (filtering copies: only when it leaves rows out)
+        changes = _viewless(changes).filter(wanted)
     found = []
     for row in changes.to_pylist():
         row["seq"] = row["pos"] = seq_of(row["pid"], row["_commit_version"], row["idx"])
