@@ -5,9 +5,9 @@ docs/engines.md, "Spark Connect"."""
 
 from __future__ import annotations
 
-import os
+from ._spark import LazySpark, remote_mode, session_of
 
-__all__ = ["is_connect", "remote_mode", "prepare_connect", "CONNECT_ANALYZER_ITERATIONS"]
+__all__ = ["is_connect", "prepare_connect", "CONNECT_ANALYZER_ITERATIONS"]
 
 
 def is_connect(spark) -> bool:
@@ -15,8 +15,6 @@ def is_connect(spark) -> bool:
     in this process, so sbdelta reads Delta logs through SQL or delta-rs. A
     :class:`~sbdelta._spark.LazySpark` not started yet is when pyspark is in remote mode (the
     session it will take is a Spark Connect one); nothing is started to answer."""
-    from ._spark import LazySpark
-
     if isinstance(spark, LazySpark):
         spark = spark.known()
         if spark is None:  # the session it will use: a Spark Connect one in remote mode
@@ -36,15 +34,7 @@ def prepare_connect(spark) -> None:
     session."""
     if not is_connect(spark):
         return
-    from ._spark import session_of
-
     session = session_of(spark)
     current = session.conf.get(_ANALYZER_ITERATIONS, None)
     if current is None or int(current) < CONNECT_ANALYZER_ITERATIONS:
         session.conf.set(_ANALYZER_ITERATIONS, str(CONNECT_ANALYZER_ITERATIONS))
-
-
-def remote_mode() -> bool:
-    """Whether pyspark makes Spark Connect sessions in this process (a remote session was
-    made, or ``$SPARK_REMOTE`` asks for one, as on Databricks serverless)."""
-    return "SPARK_CONNECT_MODE_ENABLED" in os.environ or "SPARK_REMOTE" in os.environ

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional
 
 from . import _jvm_archive as jvm_archive
-from ._connect import is_connect, remote_mode
 from .exceptions import SparkSetupError
 
-__all__ = ["get_spark", "LazySpark", "local_spark_conf", "spark_submit_args", "ensure_jars", "ensure_artifact", "ensure_class_archive",
-           "java_home", "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
+__all__ = ["get_spark", "LazySpark", "remote_mode", "local_spark_conf", "spark_submit_args",
+           "ensure_jars", "ensure_artifact", "ensure_class_archive", "java_home",
+           "LOGSTORE_CLASS", "scala_binary_version", "delta_coordinate"]
 
 LOGSTORE_CLASS = "io.sbdelta.storage.LinkLocalLogStore"
 LOGSTORE_CONF = "spark.delta.logStore.file.impl"
@@ -478,9 +478,15 @@ def spark_submit_args(profile: str = "local") -> List[str]:
     return args
 
 
+def remote_mode() -> bool:
+    """Whether pyspark makes Spark Connect sessions in this process (a remote session was
+    made, or ``$SPARK_REMOTE`` asks for one, as on Databricks serverless)."""
+    return "SPARK_CONNECT_MODE_ENABLED" in os.environ or "SPARK_REMOTE" in os.environ
+
+
 def _has_delta(spark) -> bool:
-    if is_connect(spark):  # the server's settings: Delta is its business (Databricks has it)
-        return True
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return True  # the server's settings: Delta is its business (Databricks has it)
     conf = spark.sparkContext.getConf()
     return ("DeltaSparkSessionExtension" in (conf.get("spark.sql.extensions") or "")
             or "DeltaCatalog" in (conf.get("spark.sql.catalog.spark_catalog") or "")
