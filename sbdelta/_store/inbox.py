@@ -95,7 +95,7 @@ def inbox_rows(store, frontiers: Dict[int, int], lo: int, hi: int,
 
 def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                as_rows: bool = False, mine: Optional[Sequence[str]] = None,
-               history: bool = False):
+               history: bool = False, receive: bool = False):
     """Find unregistered inbox rows, reading as few commits as it can.
 
     Returns (rows, last version read, row count per partition, own count per partition): the
@@ -121,10 +121,11 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         counts = None
         # A queue's rows: counted by delta-rs on a local table, per version (two columns
         # read, no bodies), so that only the versions the batch needs are read whole. A list
-        # receive cuts so in one partition only: across partitions its plan takes the rows
-        # lowest in sequence number (partition first), which a cut by version would change.
+        # (``receive``: not a peek or a session search, which filter the rows further)
+        # cuts so in one partition only: across partitions its plan takes the rows lowest in
+        # sequence number (partition first), which a cut by version would change.
         if (store.admit is None and store.engine.reads(store.inbox_path)
-                and (not as_rows or len(pids) == 1)):
+                and (not as_rows or (receive and len(pids) == 1))):
             by_version = rs_feed.inbox_version_counts(
                 store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                 sequence_number)

@@ -118,7 +118,8 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
         have = sum(claimable.values())
         new_rows, hi, new_counts, own = scan_inbox(
             store, frontiers, max(0, n - have), latest, as_rows=fast,
-            mine=None if session is None else session.session_ids, history=history)
+            mine=None if session is None else session.session_ids, history=history,
+            receive=True)
 
     # Choose partitions: a random rotation, until the chosen ones can fill the batch.
     start = random.randrange(store.partitions)
