@@ -275,6 +275,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw latest-<mode>.png from latest-<mode>.json (no Spark)")
     args = parser.parse_args(list(argv))
+    if args.contention_batch is not None and args.contention_batch < 1:
+        parser.error(f"--contention-batch must be at least 1, got {args.contention_batch}")
     if args.plot_only:
         doc = json.loads((Path(args.out) / f"latest-{args.mode}.json").read_text())
         plot(rows_of(doc), Path(args.out) / f"latest-{args.mode}.png",
