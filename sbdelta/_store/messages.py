@@ -19,7 +19,7 @@ from . import (deadletter, expiry, forward, inbox, reads, receive, rs, rs_tables
 from .apply import apply_df, apply_rows, as_ops
 from ..exceptions import MessagingEntityNotFoundError
 from .codec import send_error
-from .delta import (LITERAL_ROWS, create_table, delta_log, latest_version, materialize, retry,
+from .delta import (LITERAL_ROWS, create_table, latest_version, materialize, retry,
                     run_guarded)
 from .guards import GuardTripped
 from .literals import local_path, sql_literal
@@ -63,7 +63,6 @@ class MessageStore:
         self.inbox_path = None if dead_letter else (inbox or f"{folder}/inbox")
         self.admit = admit
         self.messages_path = f"{folder}/deadletter" if dead_letter else f"{folder}/messages"
-        self._delta_logs: Dict[str, object] = {}
 
     def dead_letter_store(self) -> "MessageStore":
         return MessageStore(self.spark, self.folder, self.partitions, dead_letter=True,
@@ -111,12 +110,6 @@ class MessageStore:
                    else self.latest_version(self.inbox_path))
         receive.advance_frontiers(self, list(range(self.partitions)), version, now)
         return version
-
-    def delta_log(self, path: str):
-        log = self._delta_logs.get(path)
-        if log is None:
-            log = self._delta_logs[path] = delta_log(self.spark, path)
-        return log
 
     def latest_version(self, path: str) -> int:
         """The table's latest committed version (a listing of its log, no Spark job)."""
