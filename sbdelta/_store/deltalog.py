@@ -90,11 +90,16 @@ def first_commit_file(spark, path: str, lo: int, hi: int) -> int:
     """The first version in ``lo..hi`` whose commit file is still in the log (``hi + 1`` if
     none is). Log cleanup removes commit files from the start only, so a binary search finds
     it in a few existence checks."""
-    fs, jvm = _fs(spark, path)
     log_dir = _log_dir(path)
+    if is_connect(spark):  # no file system here: a commit file is there if Spark can read it
+        def present(version: int) -> bool:
+            return history.readable(spark, f"{log_dir}/{version:020d}.json")
+    else:
+        fs, jvm = _fs(spark, path)
 
-    def present(version: int) -> bool:
-        return bool(fs.exists(jvm.org.apache.hadoop.fs.Path(f"{log_dir}/{version:020d}.json")))
+        def present(version: int) -> bool:
+            return bool(fs.exists(jvm.org.apache.hadoop.fs.Path(
+                f"{log_dir}/{version:020d}.json")))
 
     if hi < lo or not present(hi):
         return hi + 1

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import List, Optional, Tuple
 
 __all__ = ["latest_commit", "latest_version", "commit_of", "table_exists", "table_features",
-           "column_names", "txn_version", "frozen"]
+           "column_names", "txn_version", "readable", "frozen"]
 
 #: Words of the errors Delta raises for a path that holds no Delta table.
 _NOT_A_TABLE = ("is not a Delta table", "DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND",
@@ -114,6 +114,17 @@ def txn_version(spark, path: str, app_id: str) -> int:
                   .json(commits).where(F.col("txn.appId") == app_id)
                   .select("txn.version").collect())
     return max((int(r.version) for r in found), default=-1)
+
+
+def readable(spark, path: str) -> bool:
+    """Whether the file ``path`` exists (the server resolves a read of it: no Spark job)."""
+    try:
+        spark.read.text(path).schema  # noqa: B018 - analysed by the server now
+    except Exception as exc:  # noqa: BLE001 - re-raised unless the file is not there
+        if _missing(exc):
+            return False
+        raise
+    return True
 
 
 def frozen(df):

@@ -198,8 +198,11 @@ def main() -> None:
                 "s", requires_session=True)
             report[name] = session_scenario.run(where, "spark", spark)
         elif name == "topic":
-            subscription_scenario.prepare(ServiceBusAdministrationClient(where, spark=spark))
+            admin = ServiceBusAdministrationClient(where, spark=spark)
+            subscription_scenario.prepare(admin)
             report[name] = subscription_scenario.run(where, "spark", spark)
+            topic = admin.get_topic_runtime_properties("t")  # its log read without a JVM
+            report["topic_counts"] = [topic.scheduled_message_count, topic.size_in_bytes > 0]
         else:
             report[name] = {"forward": forwarding, "syphon": syphon, "jobs": jobs}[name](
                 spark, where)
