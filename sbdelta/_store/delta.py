@@ -308,7 +308,7 @@ def table_exists(spark, path: str) -> bool:
 def materialize(df):
     """``df`` computed once, as a DataFrame that does not change when the tables it read do:
     a local checkpoint (on Spark Connect, where there is none, :func:`.history.frozen`)."""
-    if type(df).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(df.sparkSession):
         return history.frozen(df)
     return df.localCheckpoint(eager=True)
 
