@@ -7,6 +7,7 @@ time is the system clock (locks of 5 minutes, so a slow batch never loses its lo
 from __future__ import annotations
 
 import itertools
+import uuid
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -43,6 +44,34 @@ def _delta_rs_deleter(path: str, body: bytes) -> Callable[[], Callable[[], None]
         return lambda: table.delete(f"message_id = '{key}'")
 
     return prepare
+
+
+def _delta_rs_merger(path: str, body: bytes, rows: int) -> Callable[[], None]:
+    """A table of ``rows`` messages at ``path`` (delta-rs, one commit) and per call the
+    one-row delta-rs MERGE that locks the next one (lock token, lock end, delivery count):
+    the raw operation a local PeekLock ``receive_messages(1)`` wraps (issue 16)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    write_deltalake(path, pa.table({
+        "id": pa.array(range(rows), pa.int64()),
+        "body": pa.array([body] * rows, pa.binary()),
+        "lock_token": pa.array([None] * rows, pa.string()),
+        "locked_until": pa.array([None] * rows, pa.timestamp("us", tz="UTC")),
+        "delivery_count": pa.array([0] * rows, pa.int32())}))
+    table = DeltaTable(path)
+    ids = itertools.count()
+
+    def lock_one() -> None:
+        source = pa.table({"id": pa.array([next(ids) % rows], pa.int64()),
+                           "token": [uuid.uuid4().hex]})
+        (table.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+         .when_matched_update({"lock_token": "s.token",
+                               "locked_until": "now() + INTERVAL '5 minutes'",
+                               "delivery_count": "t.delivery_count + 1"})
+         .execute())
+
+    return lock_one
 
 
 class Bench:
@@ -381,10 +410,55 @@ class Bench:
                         samples={"sbdelta_seconds": ops["complete"],
                                  "baseline_seconds": rs_delete_base},
                         params={"repetitions": s.latency_reps, "body_bytes": KB}))
+        rows += self._receive_at_backlog(body)
         self.echo(f"  latency: send {median(ops['send']):.3f} s, receive "
                   f"{median(ops['receive']):.2f} s, complete {median(ops['complete']):.3f} s, "
                   f"one-row append {median(base):.2f} s, delta-rs {median(rs_base):.3f} s, "
                   f"delta-rs DELETE {median(rs_delete_base):.3f} s")
+        return rows
+
+    def _receive_at_backlog(self, body: bytes) -> List[Row]:
+        """Issue 16: ``receive_messages(1)`` + ``complete_message`` on a warm client at a
+        backlog of 10,000 (ten sends of 1,000), on a queue and on a 16-partition queue, each
+        receive against a one-row delta-rs MERGE locking a row of a 10,000-row table."""
+        from sbdelta import ServiceBusMessage
+
+        s = self.sizes
+        backlog, rows = 10_000, []
+        merge_one = _delta_rs_merger(self.raw_path("latency-rs-merge"), body, backlog)
+        for label, props in (("queue", {}), ("partitioned queue",
+                                             {"enable_partitioning": True})):
+            queue = self.queue("latency-backlog", **props)
+            sender = self.client.get_queue_sender(queue)
+            for _ in range(backlog // 1000):
+                sender.send_messages([ServiceBusMessage(body) for _ in range(1000)])
+            receiver = self.client.get_queue_receiver(queue, max_wait_time=0)
+            took: List[float] = []
+            settled: List[float] = []
+            base: List[float] = []
+            for rep in range(s.latency_reps + 1):
+                with Timer() as t1:
+                    got = receiver.receive_messages(1)
+                if len(got) != 1:
+                    raise RuntimeError(f"latency: the {label} at a backlog gave no message")
+                with Timer() as t2:
+                    receiver.complete_message(got[0])
+                with Timer() as t3:
+                    merge_one()
+                if rep:  # the first warms the client and both tables
+                    took.append(t1.seconds)
+                    settled.append(t2.seconds)
+                    base.append(t3.seconds)
+            rows.append(Row("latency", f"receive_messages(1) median, {label}, 10k backlog",
+                            "s", False, median(took), median(base),
+                            "one-row delta-rs MERGE (median)",
+                            samples={"sbdelta_seconds": took, "baseline_seconds": base,
+                                     "complete_seconds": settled},
+                            params={"repetitions": s.latency_reps, "body_bytes": KB,
+                                    "backlog": backlog}))
+            self.echo(f"  latency at a 10k backlog ({label}): receive {median(took):.3f} s, "
+                      f"complete {median(settled):.3f} s, delta-rs MERGE "
+                      f"{median(base):.3f} s")
         return rows
 
     # -- 6 + 8. end-to-end drain and memory -------------------------------------------------------

@@ -100,7 +100,9 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
 
     Returns (rows, last version read, row count per partition, own count per partition): the
     rows a DataFrame (Spark reads the change feed) or None; with ``as_rows`` (a local inbox,
-    the delta-rs engine) a list of dicts read by delta-rs (:func:`inbox_rows`).
+    the delta-rs engine) a list of dicts read by delta-rs (:func:`inbox_rows`), or for a
+    queue's list receive over several partitions a :class:`LaterRows` that reads them once
+    the receive knows what it takes from each.
     Reads versions [lo, lo+window) and widens the window (x8) while fewer than ``need``
     own rows turned up and newer versions exist, so the cost follows the batch, not the
     backlog. Own rows are messages (not the SEEN rows of ``history``, :func:`seen_rows`)
@@ -121,14 +123,23 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         counts = None
         # A queue's rows: counted by delta-rs on a local table, per version (two columns
         # read, no bodies), so that only the versions the batch needs are read whole. A list
-        # (``receive``: not a peek or a session search, which filter the rows further)
-        # cuts so in one partition only: across partitions its plan takes the rows lowest in
-        # sequence number (partition first), which a cut by version would change.
+        # receive (``receive``: not a peek or a session search, which filter the rows
+        # further) reads them once it has chosen its partitions (:class:`LaterRows`): its
+        # plan takes each partition's lowest sequence numbers, partition after partition, so
+        # the versions it needs are known per partition, not from the window's total.
         if (store.admit is None and store.engine.reads(store.inbox_path)
-                and (not as_rows or (receive and len(pids) == 1))):
+                and (not as_rows or (receive and (mine is None or len(pids) == 1)))):
             by_version = rs_feed.inbox_version_counts(
                 store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                 sequence_number)
+            if (by_version is not None and as_rows and mine is None and not history
+                    and len(pids) > 1):
+                counts = _per_partition(by_version, hi)
+                later = LaterRows(store, {p: frontiers.get(p, -1) for p in pids}, by_version)
+                if sum(counts.values()) >= need or hi >= latest or window >= 4096:
+                    return later, hi, counts, counts
+                window *= 8
+                continue
             if by_version is not None and mine is not None:
                 ours = rs_feed.inbox_version_counts(
                     store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
@@ -161,6 +172,35 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         if sum(own.values()) >= need or hi >= latest or window >= 4096:
             return df, hi, counts, own
         window *= 8
+
+
+class LaterRows:
+    """New inbox rows of a list receive, read by delta-rs once its partitions are chosen
+    (:func:`scan_inbox`): :meth:`read` reads, of the versions counted, only the chosen
+    partitions' files up to the version by which each holds what it takes."""
+
+    def __init__(self, store, frontiers: Dict[int, int],
+                 by_version: Dict[Tuple[int, int], int]):
+        self.store, self.frontiers, self.by_version = store, frontiers, by_version
+
+    def read(self, take: Dict[int, int]) -> List[dict]:
+        """The rows past the frontiers of the partitions in ``take``, in every version up
+        to the one by which each partition holds its ``take`` rows (and maybe more)."""
+        cuts = {}
+        for p, n in take.items():
+            if n <= 0:
+                continue
+            total = 0
+            for v in sorted(v for q, v in self.by_version if q == p):
+                total += self.by_version[(p, v)]
+                if total >= n:
+                    cuts[p] = v
+                    break
+        if not cuts:
+            return []
+        frontiers = {p: self.frontiers[p] for p in cuts}
+        lo = min(start_version(f) for f in frontiers.values())
+        return inbox_rows(self.store, frontiers, lo, max(cuts.values()))
 
 
 def _per_partition(by_version: Dict[Tuple[int, int], int], hi: int) -> Dict[int, int]:

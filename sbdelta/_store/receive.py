@@ -22,7 +22,7 @@ from ..exceptions import MessageNotFoundError
 from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, materialize, merge, retry
-from .inbox import scan_inbox
+from .inbox import LaterRows, scan_inbox
 from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
                      start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
@@ -154,6 +154,8 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
                 take_new[p] = new_counts.get(p, 0)
                 remaining -= take_old[p]
                 chosen.append(p)
+    if isinstance(new_rows, LaterRows):  # a list receive reads what the partitions take
+        new_rows = new_rows.read(take_new)
     # Partitions whose frontier lags although nothing of theirs was in the versions read.
     idle = [p for p in frontiers
             if new_rows is not None and p not in new_counts

@@ -10,7 +10,13 @@ from . import rs
 
 log = logging.getLogger("sbdelta")
 
-__all__ = ["inbox_version_counts", "inbox_rows"]
+__all__ = ["inbox_version_counts", "inbox_rows", "log_version_counts"]
+
+
+def _in_partitions(pids) -> str:
+    """The change-feed predicate of partitions ``pids``: the inbox is partitioned by ``pid``,
+    so delta-rs reads only those partitions' files (a version writes one per partition)."""
+    return f"pid IN ({', '.join(str(int(p)) for p in sorted(pids))})"
 
 
 def _viewless(table):
@@ -39,6 +45,10 @@ def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
     only those of ``session_ids`` when given, or None when delta-rs cannot answer. A receive
     needing fewer rows than the versions read hold reads only the versions it needs
     (:func:`.inbox.scan_inbox`). Counted in Arrow, not per row in Python."""
+    if session_ids is None and frontiers:
+        counted = log_version_counts(path, frontiers, lo, hi, seq_of)
+        if counted is not None:
+            return counted
     try:
         table = rs.table_at(path)
         if table is None or not frontiers:
@@ -49,7 +59,8 @@ def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
         extra = ["session_id"] if session_ids is not None else []
         changes = pa.table(table.load_cdf(starting_version=lo, ending_version=hi,
                                           columns=["pid", "idx", "_change_type",
-                                                   "_commit_version", *extra]).read_all())
+                                                   "_commit_version", *extra],
+                                          predicate=_in_partitions(frontiers)).read_all())
         pids = sorted(frontiers)
         inserted = pc.and_(  # (the change type may come as a string view: compared as text)
             pc.equal(pc.cast(changes["_change_type"], pa.string()), "insert"),
@@ -70,6 +81,63 @@ def inbox_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
     except Exception as exc:  # noqa: BLE001 - Spark counts instead
         log.debug("delta-rs change feed of %s failed: %s", path, exc)
         return None
+
+
+def log_version_counts(path: str, frontiers: Dict[int, int], lo: int, hi: int,
+                       seq_of: Callable[[int, int, int], int]
+                       ) -> Optional[Dict[Tuple[int, int], int]]:
+    """:func:`inbox_version_counts` from the local inbox's commit files alone (no data file
+    read): each send commit adds files of one partition each whose statistics hold their row
+    count and lowest and highest ``idx``. A file wholly past its partition's frontier counts
+    whole; one the frontier cuts (the version a partial receive stopped in) counts the rows
+    past it when its ``idx`` values are dense, as every sender writes them (0, 1, ... per
+    partition and commit). None, for the change feed to answer, whenever the log cannot
+    say for sure: a commit file missing or another engine's layout, a file without
+    statistics, a deletion vector, a commit that removes or changes data."""
+    import json
+    import os
+
+    from .literals import local_path
+
+    local = local_path(path)
+    if local is None:
+        return None
+    counts: Dict[Tuple[int, int], int] = {}
+    for version in range(lo, hi + 1):
+        try:
+            with open(os.path.join(local, "_delta_log", f"{version:020d}.json"),
+                      encoding="utf-8") as commit:
+                lines = commit.read().splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            action = json.loads(line) if line.strip() else {}
+            if "cdc" in action or (action.get("remove") or {}).get("dataChange", False):
+                return None
+            add = action.get("add")
+            if not add or not add.get("dataChange", True):
+                continue  # compaction's rewrites change no data (the change feed skips them)
+            try:
+                pid = int(add["partitionValues"]["pid"])
+                stats = json.loads(add["stats"])
+                rows = int(stats["numRecords"])
+                low, high = int(stats["minValues"]["idx"]), int(stats["maxValues"]["idx"])
+            except (KeyError, TypeError, ValueError):
+                return None
+            if add.get("deletionVector") or pid not in frontiers or rows == 0:
+                continue
+            frontier = frontiers[pid]
+            if seq_of(pid, version, low) > frontier:
+                past = rows
+            elif seq_of(pid, version, high) <= frontier:
+                past = 0
+            elif high - low + 1 == rows:  # dense: the rows past are the idx values past
+                past = seq_of(pid, version, high) - frontier
+            else:
+                return None
+            if past:
+                counts[(pid, version)] = counts.get((pid, version), 0) + past
+    return counts
 
 
 def _past_frontiers(changes, frontiers: Dict[int, int], seq_of: Callable[[int, int, int], int]):
@@ -104,9 +172,12 @@ def inbox_rows(path: str, frontiers: Dict[int, int], lo: int, hi: int,
         columns = sorted({*columns, "pid", "idx", "_change_type", "_commit_version"})
     import pyarrow.compute as pc
 
+    if not frontiers:
+        return []
     changes = pa.table(rs.table_at(path).load_cdf(
-        starting_version=lo, ending_version=hi, columns=columns).read_all())
-    if not frontiers or changes.num_rows == 0:
+        starting_version=lo, ending_version=hi, columns=columns,
+        predicate=_in_partitions(frontiers)).read_all())
+    if changes.num_rows == 0:
         return []
     # Only the rows past the frontiers become Python objects (a version can hold thousands).
     wanted = pc.fill_null(pc.and_(

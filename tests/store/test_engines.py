@@ -8,6 +8,7 @@ every moment a lock, a time to live, a delivery limit or a schedule changes what
 """
 
 import shutil
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -117,13 +118,27 @@ def test_recv_1_a_dataframe_receive_reads_only_the_inbox_versions_its_batch_need
         store = client._entities.queue("q").store
         latest = store.latest_version(store.inbox_path)
         first = latest - 2
+        # A Spark send of several files per partition (one commit), then frontiers before
+        # everything, past whole versions, and inside versions (a partial receive's).
+        sender.send_dataframe(spark.createDataFrame(
+            [(f"x{i}", f"k{i % 4}") for i in range(40)], "body STRING, partition_key STRING")
+            .repartition(3))
+        spread = store.latest_version(store.inbox_path)
         for frontiers in ({p: -1 for p in range(store.partitions)},
-                          {p: frontier_at(p, first) for p in range(store.partitions)}):
+                          {p: frontier_at(p, first) for p in range(store.partitions)},
+                          {p: sequence_number(p, first + 1, 0) for p in range(store.partitions)},
+                          {p: sequence_number(p, spread, 4) for p in range(store.partitions)}):
             spark_counts = {(r.pid, r._commit_version): r["count"] for r in inbox_range(
-                store, list(frontiers), frontiers, 0, latest)
+                store, list(frontiers), frontiers, 0, spread)
                 .groupBy("pid", "_commit_version").count().collect()}
-            assert rs_feed.inbox_version_counts(store.inbox_path, frontiers, 0, latest,
-                                           sequence_number) == spark_counts
+            # From the commit files' statistics (no data file read), as the change feed says.
+            assert rs_feed.log_version_counts(store.inbox_path, frontiers, 0, spread,
+                                              sequence_number) == spark_counts
+            assert rs_feed.inbox_version_counts(store.inbox_path, frontiers, 0, spread,
+                                                sequence_number) == spark_counts
+        assert sum(spark_counts.values()) == sum(  # the last frontiers: 5 rows of each partition
+            max(0, n - 5) for n in Counter(key_partition(f"k{i % 4}", store.partitions)
+                                           for i in range(40)).values())
         start = {p: -1 for p in range(store.partitions)}
         rows, hi, counts, _ = scan_inbox(store, start, 4, latest)
         assert hi == first and sum(counts.values()) == 4 == rows.count()
@@ -133,9 +148,9 @@ def test_recv_1_a_dataframe_receive_reads_only_the_inbox_versions_its_batch_need
         got = receiver.receive_dataframe(4)
         assert sorted(r.body for r in got.select("body").collect()) == [
             f"m0-{i}".encode() for i in range(4)]
-        rest = receiver.receive_dataframe(20)
-        assert rest.count() == 8
-        assert receiver.complete_messages(got) + receiver.complete_messages(rest) == 12
+        rest = receiver.receive_dataframe(60)
+        assert rest.count() == 48
+        assert receiver.complete_messages(got) + receiver.complete_messages(rest) == 52
 
 
 def test_settle_5_recv_5_settlements_and_guards_write_the_same_rows_through_delta_rs_and_spark(
