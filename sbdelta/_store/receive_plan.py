@@ -235,30 +235,50 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     base = [n for n, _ in INBOX_COLUMNS if n not in ("idx",)] + ["seq", "k", "visible_at"] + (
         REJECT_COLUMNS if rejects else [])
     registered = _row(base, rev="0", delivery_count="0", _op="'insert'")
+    # What becomes of each message read, one category per row (they exclude each other), so
+    # that the rows are written by ONE select over ``r`` (each engine then reads the new rows
+    # once, where a select per category re-ran the CTEs above for each).
+    ready_now = f"{live} AND NOT ({failed}) AND {visible} AND NOT ({expired})"
     # Handed out now.
-    if delete:
-        parts.append(f"SELECT {source(_row(base, rev='0'), out=True)} FROM r "
-                     f"WHERE {ready} AND _hand")
-    else:
-        locked = {**registered, **grant(lock.prefix, lock.until, first=True)}
-        parts.append(f"SELECT {source(locked, out=True)} FROM r WHERE {ready} AND _hand")
+    cases = [("hand", f"{ready_now} AND _hand",
+              _row(base, rev="0") if delete
+              else {**registered, **grant(lock.prefix, lock.until, first=True)})]
     # Copies past the batch of a message whose first copies were handed out: registered
     # free, as active messages (a position is registered whole, TOPIC-5).
-    parts.append(f"SELECT {source({**registered, 'state': repr(ACTIVE)})} FROM r "
-                 f"WHERE {ready} AND NOT _hand")
+    cases.append(("free", ready_now, {**registered, "state": repr(ACTIVE)}))
     # Scheduled for later: registered, invisible until its time.
-    parts.append(f"SELECT {source({**registered, 'state': repr(SCHEDULED)})} FROM r "
-                 f"WHERE {live} AND NOT ({failed}) AND NOT {visible}")
+    cases.append(("later", f"{live} AND NOT ({failed}) AND NOT {visible}",
+                  {**registered, "state": repr(SCHEDULED)}))
     # Expired on arrival: dead-lettered (when the entity says so) or dropped.
     if policy.dead_letter_on_expiration and not dead_letter:
-        dead = {**registered, "state": f"'{DEADLETTERING}'",
-                "dead_letter_reason": sql_literal(TTL_EXPIRED_REASON),
-                "dead_letter_error_description": sql_literal(TTL_EXPIRED_DESCRIPTION)}
-        parts.append(f"SELECT {source(dead)} FROM r WHERE {live} AND NOT ({failed}) "
-                     f"AND {visible} AND ({expired})")
+        cases.append(("expired", f"{live} AND NOT ({failed}) AND {visible}",
+                      {**registered, "state": f"'{DEADLETTERING}'",
+                       "dead_letter_reason": sql_literal(TTL_EXPIRED_REASON),
+                       "dead_letter_error_description": sql_literal(TTL_EXPIRED_DESCRIPTION)}))
     if rejects:
-        parts.append(f"SELECT {source({**registered, 'state': repr(DEADLETTERING)})} FROM r "
-                     f"WHERE {live} AND ({failed})")
+        cases.append(("rejected", f"{live} AND ({failed})",
+                      {**registered, "state": repr(DEADLETTERING)}))
+    which = " ".join(f"WHEN {when} THEN '{name}'" for name, when, _ in cases)
+    ctes.append(f"rc AS (SELECT r.*, CASE {which} END AS _cat FROM r)")
+    parts.append(f"SELECT {source_cases(cases, out='hand')} FROM rc WHERE _cat IS NOT NULL")
+
+
+def source_cases(cases, *, out: str) -> str:
+    """A SELECT list in the apply-MERGE source shape (as :func:`source`) over rows whose
+    ``_cat`` names one of ``cases`` ((name, condition, values) triples, :func:`source`'s
+    ``values`` per case): a column's SQL is its case's (one expression where every case has
+    the same); ``_out`` holds for the rows of case ``out``."""
+    cols = []
+    for name, kind in SOURCE_COLUMNS:
+        default = "'STALE'" if name == "_guard" else "NULL"
+        exprs = {case: values.get(name, default) for case, _, values in cases}
+        if len(set(exprs.values())) == 1:
+            expr = next(iter(exprs.values()))
+        else:
+            expr = ("CASE _cat " + " ".join(f"WHEN '{case}' THEN {e}" for case, e in exprs.items())
+                    + " END")
+        cols.append(f"{_typed(expr, kind)} AS {name}")
+    return ", ".join(cols) + f", _cat = '{out}' AS _out"
 
 
 def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
