@@ -227,7 +227,7 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     # ahead of this host's (docs/ARCHITECTURE.md, "Whose clock decides").
     visible = (f"(scheduled_enqueue_time IS NULL OR scheduled_enqueue_time <= "
                f"{sql_literal(now)})")
-    ready = f"({live} AND NOT ({failed}) AND {visible} AND NOT ({expired}))"
+    ready = f"{live} AND NOT ({failed}) AND {visible} AND NOT ({expired})"
     if tombstones:  # tombstones of cancelled messages are consumed (once, whatever copies)
         consumed = {"pid": "pid", "k": "_tk", "kind": f"'{MSG}'", "_rev": "_trev",
                     "_op": "'delete'"}
@@ -238,14 +238,13 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     # What becomes of each message read, one category per row (they exclude each other), so
     # that the rows are written by ONE select over ``r`` (each engine then reads the new rows
     # once, where a select per category re-ran the CTEs above for each).
-    ready_now = f"{live} AND NOT ({failed}) AND {visible} AND NOT ({expired})"
     # Handed out now.
-    cases = [("hand", f"{ready_now} AND _hand",
+    cases = [("hand", f"{ready} AND _hand",
               _row(base, rev="0") if delete
               else {**registered, **grant(lock.prefix, lock.until, first=True)})]
     # Copies past the batch of a message whose first copies were handed out: registered
     # free, as active messages (a position is registered whole, TOPIC-5).
-    cases.append(("free", ready_now, {**registered, "state": repr(ACTIVE)}))
+    cases.append(("free", ready, {**registered, "state": repr(ACTIVE)}))
     # Scheduled for later: registered, invisible until its time.
     cases.append(("later", f"{live} AND NOT ({failed}) AND NOT {visible}",
                   {**registered, "state": repr(SCHEDULED)}))
