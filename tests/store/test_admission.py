@@ -108,3 +108,73 @@ def test_topic_2_4_ttl_3_sess_1_python_admission_admits_what_spark_admits(spark,
             {"n": 11, "RuleName": "bump"})
         assert by_seq[3 | bump]["dead_letter_reason"] == "RuleActionException"
         assert 6 | tag in by_seq and 1 | tag not in by_seq  # "tag" applies from minute 2
+
+
+def _raw(seq, text):
+    """A row whose properties are the JSON text as written (spacing, repeated keys, escapes)."""
+    row = list(_row(seq, 1, None))
+    row[5] = text
+    return tuple(row)
+
+
+# TOPIC-4/5: the rows a JSON-text test drops before the rules parse the properties (only where
+# no rule can take the message or fail on it), and the rows it must leave to the rules.
+NUMERIC_ROWS = [
+    _raw(11, '{"g": 3}'),              # rule "three" matches
+    _raw(12, '{"g": 4, "h": 1}'),      # neither rule can: dropped
+    _raw(13, '{"g": "3", "h": 1}'),    # a string compared with a number: an evaluation error
+    _raw(14, '{"g": 3.0, "h": 1}'),    # a double equal to 3 (left to the rules)
+    _raw(15, '{"G": 3, "h": 1}'),      # matches: names match in any letter case
+    _raw(16, '{"g": 4, "g": 3, "h": 1}'),  # repeated keys: an evaluation error
+    _raw(17, '{"\\u0067": 3, "h": 1}'),  # g escaped: the rules read it as g
+    _raw(18, '{"g": null, "h": 1}'),   # null: unknown (left to the rules)
+    _raw(19, None),                     # no properties (left to the rules)
+    _raw(20, '{"h":20,"g":3}'),         # both rules match
+    _raw(21, '{"g": 5, "h": 12}'),      # rule "other" matches
+    _raw(22, '{"g":5,"h":2}'),          # neither can: dropped
+    _raw(23, '{"g": 1234567890123456, "h": 1}'),  # 16 digits: left to the rules
+    _raw(24, '{"h": 1, "g": -3}'),      # neither can: dropped
+]
+NUMERIC_WINDOWS = [
+    RuleWindow(_rule("three", SqlRuleFilter("g = 3")), T0),
+    RuleWindow(_rule("other", SqlRuleFilter("@min <= h AND (g <> 3 AND 4 < g)",
+                                            parameters={"@min": 10})), T0),
+]
+
+
+@pytest.mark.parametrize("dead_letter_errors", [True, False])
+def test_topic_4_5_rows_no_numeric_filter_can_take_are_dropped_before_the_rules_run(
+        spark, dead_letter_errors):
+    from pyspark.sql import functions as F
+
+    from sbdelta.rules.prefilter import cannot_match
+
+    admission = Admission(NUMERIC_WINDOWS, None, dead_letter_errors)
+    frame = spark.createDataFrame(NUMERIC_ROWS, SCHEMA)
+    hopeless = cannot_match([w.rule.filter for w in NUMERIC_WINDOWS])
+    dropped = frame.where(hopeless).select("seq")
+    assert_df_equality(dropped, spark.createDataFrame([(12,), (22,), (24,)], "seq bigint"),
+                       ignore_nullable=True, ignore_row_order=True)
+    # What is admitted is what the rules alone admit (the Python form has no such test).
+    as_read = [dict(zip(frame.columns, row)) for row in NUMERIC_ROWS]
+    for row in as_read:
+        row["enqueued_time"] = row["enqueued_time"].astimezone(timezone.utc).replace(tzinfo=None)
+    python = admission.admit_rows(as_read)
+    admitted = admission(frame)
+    want = {r["seq"]: r.get("dead_letter_reason") for r in python}
+    got = {r.seq: r.asDict().get("dead_letter_reason") for r in admitted.collect()}
+    assert got == want
+    errors = {13, 16} if dead_letter_errors else set()
+    assert sorted(got) == sorted({11, 14, 15, 17, 20, 21} | errors), got
+    assert {s for s, reason in got.items() if reason} == errors
+    assert frame.where(F.coalesce(hopeless, F.lit(True)).isNull()).count() == 0  # never NULL
+
+
+@pytest.mark.parametrize("rule_filter", [
+    SqlRuleFilter("g = 3 OR h = 1"), SqlRuleFilter("NOT g = 3"), SqlRuleFilter("g = '3'"),
+    SqlRuleFilter("g IN (3, 4)"), SqlRuleFilter("sys.Label = 'x'"), SqlRuleFilter("g = 3.5e300"),
+    SqlRuleFilter("g = h"), TrueRuleFilter(), CorrelationRuleFilter(properties={"g": 3})])
+def test_topic_4_a_filter_of_another_shape_drops_nothing_before_the_rules(spark, rule_filter):
+    from sbdelta.rules.prefilter import cannot_match
+
+    assert cannot_match([SqlRuleFilter("g = 3"), rule_filter]) is None
