@@ -104,14 +104,7 @@ class Admission:
         from pyspark.sql import functions as F
 
         from .rules import with_properties
-        from .rules.prefilter import cannot_match
 
-        # Rows no rule can take or fail on, told from the JSON text: dropped before the
-        # rules parse the properties (the costly part when a filter keeps few messages).
-        hopeless = self._column("hopeless", lambda: cannot_match(
-            [w.rule.filter for w in self.windows]))
-        if hopeless is not None:
-            rows = rows.where(~hopeless)
         if self.copy_numbers:
             rows = self._copies(rows, with_properties)
         else:
