@@ -262,9 +262,11 @@ def test_sess_1_ttl_6_the_sweep_dead_letters_sessionless_messages_no_session_rec
     admin.create_subscription("t-stranded", "ordered", requires_session=True)
     home = key_partition("s", 16)
     stranded = next(f"m{i}" for i in range(100) if key_partition(f"m{i}", 16) != home)
+    # Its partition key places it (without one, a topic without duplicate detection spreads
+    # messages round-robin from a random partition: 1 run in 16 put it in the session's).
     client.get_topic_sender("t-stranded").send_messages(
         [ServiceBusMessage("a", message_id="with", session_id="s"),
-         ServiceBusMessage("b", message_id=stranded)])
+         ServiceBusMessage("b", message_id=stranded, partition_key=stranded)])
     with client.get_subscription_receiver("t-stranded", "ordered",
                                           session_id=NEXT_AVAILABLE_SESSION,
                                           max_wait_time=0) as receiver:
