@@ -132,15 +132,11 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
             by_version = rs_feed.inbox_version_counts(
                 store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                 sequence_number)
-            if (by_version is not None and as_rows and mine is None and not history
-                    and len(pids) > 1):
-                counts = _per_partition(by_version, hi)
-                later = LaterRows(store, {p: frontiers.get(p, -1) for p in pids}, by_version)
-                if sum(counts.values()) >= need or hi >= latest or window >= 4096:
-                    return later, hi, counts, counts
-                window *= 8
-                continue
-            if by_version is not None and mine is not None:
+            later = (by_version is not None and as_rows and mine is None and not history
+                     and len(pids) > 1)
+            if later:
+                pass  # every partition's counts: the cut is per partition (LaterRows)
+            elif by_version is not None and mine is not None:
                 ours = rs_feed.inbox_version_counts(
                     store.inbox_path, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                     sequence_number, session_ids=list(mine))
@@ -152,7 +148,11 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
             if by_version is not None:
                 pids = [p for p in pids if lagging[p] <= hi]
                 counts = _per_partition(by_version, hi)
-        if as_rows:
+        else:
+            later = False
+        if later:
+            df = LaterRows(store, {p: frontiers.get(p, -1) for p in pids}, by_version, lo, hi)
+        elif as_rows:
             df = inbox_rows(store, {p: frontiers.get(p, -1) for p in pids}, lo, hi,
                             history=history)
             counts = dict(Counter(row["pid"] for row in df))
@@ -180,22 +180,16 @@ class LaterRows:
     partitions' files up to the version by which each holds what it takes."""
 
     def __init__(self, store, frontiers: Dict[int, int],
-                 by_version: Dict[Tuple[int, int], int]):
+                 by_version: Dict[Tuple[int, int], int], lo: int, hi: int):
         self.store, self.frontiers, self.by_version = store, frontiers, by_version
+        self.lo, self.hi = lo, hi
 
     def read(self, take: Dict[int, int]) -> List[dict]:
         """The rows past the frontiers of the partitions in ``take``, in every version up
         to the one by which each partition holds its ``take`` rows (and maybe more)."""
-        cuts = {}
-        for p, n in take.items():
-            if n <= 0:
-                continue
-            total = 0
-            for v in sorted(v for q, v in self.by_version if q == p):
-                total += self.by_version[(p, v)]
-                if total >= n:
-                    cuts[p] = v
-                    break
+        cuts = {p: enough_versions({k: c for k, c in self.by_version.items() if k[0] == p},
+                                   self.lo, self.hi, n)
+                for p, n in take.items() if n > 0}
         if not cuts:
             return []
         frontiers = {p: self.frontiers[p] for p in cuts}
