@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
+from .._threads import run_side_by_side
 from .apply import apply_df, to_source
 from .delta import materialize, retry
 from .literals import sql_literal
@@ -56,6 +57,8 @@ __all__ = ["Target", "Refusal", "Hold", "Decision", "Moved", "Progress", "SESSIO
 #: Backlog inbox versions one step covers at most (fewer when a destination would take more
 #: than one commit can number).
 VERSION_WINDOW = 4096
+#: Destination appends one step runs side by side (:func:`~sbdelta._threads.run_side_by_side`).
+APPEND_WORKERS = 4
 #: Dead-letter reasons for rows the destination's send would have refused (Service Bus's own
 #: wording for the session case).
 SESSION_ID_REQUIRED_REASON = "Session ID is null"
@@ -316,11 +319,19 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
             (marks, _encode(targets)) if targets else None, _union(late, dead))
     memo.finished = {}
     app_id = syphon_ids(source)[0]
+    stores = {}
     for path, d in sorted(targets.items()):
         store, refusal = reopen(path, d)
         if store is None or isinstance(refusal, Hold):  # changed since it was decided: the
             return moved, True                          # next step finishes the mark
-        append_once(store, _target_rows(rows, path, d, now), app_id, hi)
+        stores[path] = store
+    # The targets' appends side by side (different tables: no conflicts); each is idempotent,
+    # so an error or a kill part way leaves what the next step's _finish completes.
+    run_side_by_side(source.spark, [
+        (lambda path=path, d=d: append_once(stores[path], _target_rows(rows, path, d, now),
+                                            app_id, hi))
+        for path, d in sorted(targets.items())], workers=APPEND_WORKERS)
+    for path in targets:
         moved.moved[path] = moved.moved.get(path, 0) + counts[(path, None)]
     if targets:
         memo.finished = {p: (current[p].rev + 1 if p in current else 0) for p in pids}

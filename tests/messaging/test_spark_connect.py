@@ -67,8 +67,8 @@ EXPECTED = {
     "topic": subscription_scenario.EXPECTED,
     "topic_counts": [0, True],  # nothing scheduled; the three messages' bytes
     "forward": {"job": [3, 0], "got": ["new", "old0", "old1", "old2"]},
-    "syphon": {"moved": [{"orders": 3}, {}], "dead": {"MessagingEntityNotFound": 1},
-               "got": ["o0", "o1", "o2"]},
+    "syphon": {"moved": [{"orders": 3, "refunds": 1}, {}],
+               "dead": {"MessagingEntityNotFound": 1}, "got": ["o0", "o1", "o2", "r0"]},
     "jobs": {"expired": 3, "connect": True, "compacted": 1, "idle": ["q"]},
 }
 

@@ -136,15 +136,22 @@ def syphon(spark, ns: str) -> dict:
     backlog = backlog_queue_name(primary_identity(normalize_root(primary)), 0)
     ServiceBusAdministrationClient(secondary, spark=spark).create_queue(
         backlog, **BACKLOG_QUEUE_PROPERTIES)
-    ServiceBusAdministrationClient(primary, spark=spark).create_queue("orders")
+    for name in ("orders", "refunds"):  # two targets: their appends run side by side
+        ServiceBusAdministrationClient(primary, spark=spark).create_queue(name)
     with ServiceBusClient(secondary, spark=spark) as away:
         away.get_queue_sender(backlog).send_messages(
             [to_backlog(ServiceBusMessage(f"o{i}"), "orders") for i in range(3)]
+            + [to_backlog(ServiceBusMessage("r0"), "refunds")]
             + [to_backlog(ServiceBusMessage("x"), "missing")])
-    first = Syphon(primary, secondary, spark=spark).drain()
+    spark.addTag("sbdelta-syphon-test")  # carried into the side-by-side appends' threads
+    try:
+        first = Syphon(primary, secondary, spark=spark).drain()
+    finally:
+        spark.removeTag("sbdelta-syphon-test")
     second = Syphon(primary, secondary, spark=spark).drain()
     with ServiceBusClient(primary, spark=spark) as client:
-        got = client.get_queue_receiver("orders", max_wait_time=0).receive_messages(10)
+        got = [m for name in ("orders", "refunds") for m in
+               client.get_queue_receiver(name, max_wait_time=0).receive_messages(10)]
     return {"moved": [first.moved, second.moved], "dead": first.dead_lettered,
             "got": sorted(str(m) for m in got)}
 
