@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .measure import KB, LOCK, PeakRss, Row, Sizes, Timer, body_bytes, body_sql, median, p95, throughput_row
+from .measure import KB, LOCK, ROOT, PeakRss, Row, Sizes, Timer, body_bytes, body_sql, median, p95, throughput_row
 
 DELTA_APPEND = "raw Delta append"
 
@@ -411,6 +411,7 @@ class Bench:
                                  "baseline_seconds": rs_delete_base},
                         params={"repetitions": s.latency_reps, "body_bytes": KB}))
         rows += self._receive_at_backlog(body)
+        rows.append(self._new_process_send(queue))
         self.echo(f"  latency: send {median(ops['send']):.3f} s, receive "
                   f"{median(ops['receive']):.2f} s, complete {median(ops['complete']):.3f} s, "
                   f"one-row append {median(base):.2f} s, delta-rs {median(rs_base):.3f} s, "
@@ -460,6 +461,45 @@ class Bench:
                       f"complete {median(settled):.3f} s, delta-rs MERGE "
                       f"{median(base):.3f} s")
         return rows
+
+    def _new_process_send(self, queue: str) -> Row:
+        """Issue 16: a new Python process that imports sbdelta, creates a client and sends one
+        message (a script written for the SDK, run once), against a new process that imports
+        deltalake and appends one row to a table. Wall time of the whole process, both
+        started the same way."""
+        import subprocess
+        import sys
+
+        s = self.sizes
+        sbdelta_script = (
+            "from sbdelta import ServiceBusClient, ServiceBusMessage\n"
+            f"with ServiceBusClient({self.ns!r}) as client:\n"
+            f"    client.get_queue_sender({queue!r}).send_messages(ServiceBusMessage(b'x'))\n")
+        raw = self.raw_path("new-process-rs")
+        _delta_rs_appender(raw, b"x")  # the table exists, as the queue does
+        raw_script = (
+            "import pyarrow as pa\nfrom deltalake import write_deltalake\n"
+            f"write_deltalake({raw!r}, pa.table({{'message_id': ['lat'], "
+            "'body': pa.array([b'x'], pa.binary())}), mode='append')\n")
+
+        def run(script: str) -> float:
+            with Timer() as t:
+                subprocess.run([sys.executable, "-c", script], check=True, cwd=str(ROOT))
+            return t.seconds
+
+        took, base = [], []
+        for rep in range(s.latency_reps + 1):
+            a, b = run(sbdelta_script), run(raw_script)
+            if rep:  # the first warms the file cache
+                took.append(a)
+                base.append(b)
+        self.echo(f"  new process, import + client + send: {median(took):.2f} s, "
+                  f"import deltalake + append: {median(base):.2f} s")
+        return Row("latency", "new process: import sbdelta, create client, send one message "
+                   "(median)", "s", False, median(took), median(base),
+                   "new process: import deltalake, one-row append (median)",
+                   samples={"sbdelta_seconds": took, "baseline_seconds": base},
+                   params={"repetitions": s.latency_reps, "target_seconds": 2})
 
     # -- 6 + 8. end-to-end drain and memory -------------------------------------------------------
     def _run_drain(self) -> dict:
