@@ -155,8 +155,12 @@ class ServiceBusClient:
         how long the receiver's iterator waits for the next; None (the default) waits until
         one arrives, as in the SDK; 0 looks once and returns. ``auto_lock_renewer`` (an
         AutoLockRenewer, PeekLock only) registers every message received, or a session
-        receiver's session, as in the SDK. ``prefetch_count`` is accepted for compatibility:
-        receives are batch reads already, so there is nothing to prefetch.
+        receiver's session, as in the SDK. ``prefetch_count`` (PeekLock, no session): a
+        receive that finds the receiver's buffer empty locks up to that many messages in its
+        one commit and keeps those not asked for, locked, for the next receives (their locks
+        run from that commit; one that ran out in the buffer is dropped; ``close`` abandons
+        the rest). 0, the default, locks only what each receive asks for. Accepted without
+        effect by ReceiveAndDelete and session receivers.
         ``client_identifier`` names the receiver;
         ``socket_timeout`` is accepted with no effect.
         """
@@ -291,7 +295,8 @@ class ServiceBusClient:
         return ServiceBusReceiver(self._conn, ref, mode, sub_queue,
                                   wait_seconds(max_wait_time, "max_wait_time"),
                                   session_id=session_id, auto_lock_renewer=auto_lock_renewer,
-                                  client_identifier=identifier, session_group=group)
+                                  client_identifier=identifier, session_group=group,
+                                  prefetch_count=prefetch_count)
 
 
 def _session_group(max_session_count: Any, session_ids: Any) -> Tuple[Optional[List[str]], int]:

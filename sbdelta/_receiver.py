@@ -12,10 +12,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 from ._clock import from_spark
 from ._durations import expiry, expiry_sql
 from ._entity import Entity
-from ._forwarding import forwards
 from ._handler import Connection, Handler, positive_int, under_retry_policy, wait_seconds
 from ._handler import sequence_numbers as to_sequence_numbers
 from ._names import EntityRef
+from ._prefetch import PrefetchBuffer, abandon_held
+from ._receive_checks import check_receivable, check_session_use
 from ._message import (NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusMessageState, ServiceBusReceivedMessage,
                        ServiceBusReceiveMode, ServiceBusSubQueue, decode_properties, delivery,
                        encode_properties, mark_renewed, mark_settled, received_message)
@@ -23,7 +24,6 @@ from ._session import (ServiceBusSession, ServiceBusSessionGroup, SessionHost, c
                        hold_session, release_session, session_lock_lost)
 from ._store import (ACTIVE, DEFERRED, DLQ_POLICY, PID_SHIFT, SCHEDULED, Disposition, Locked,
                      MessageStore, Settlement, seq_of_token)
-from .paired.options import is_backlog_queue
 from .exceptions import (MessageAlreadySettled, MessageLockLostError,
                          ServiceBusInvalidOperationError)
 
@@ -45,7 +45,8 @@ class ServiceBusReceiver(Handler):
                  max_wait_time: Optional[float], *, session_id: Optional[str] = None,
                  auto_lock_renewer: Any = None,
                  client_identifier: Optional[str] = None,
-                 session_group: Optional[Tuple[Optional[List[str]], int]] = None) -> None:
+                 session_group: Optional[Tuple[Optional[List[str]], int]] = None,
+                 prefetch_count: int = 0) -> None:
         super().__init__(connection, ref, client_identifier)
         self._renewer = auto_lock_renewer
         self._mode = receive_mode
@@ -57,6 +58,9 @@ class ServiceBusReceiver(Handler):
             _Host(self), None if session_id is NEXT_AVAILABLE_SESSION else session_id)
         if session_group is not None:  # (named sessions or None, how many at most)
             self._session = ServiceBusSessionGroup(_Host(self), *session_group)
+        self._prefetch = (PrefetchBuffer(prefetch_count)
+                          if prefetch_count and self._session is None
+                          and receive_mode is ServiceBusReceiveMode.PEEK_LOCK else None)
 
     def __enter__(self) -> "ServiceBusReceiver":
         """A session receiver locks its session here, as the SDK's does when it opens
@@ -80,8 +84,11 @@ class ServiceBusReceiver(Handler):
         """Release the session lock, if held: the session and its unsettled messages are
         free for the next session receiver at once. A receive waiting (in another thread)
         returns an empty list and the iterator stops; until the receiver is entered again
-        (``with``) its receives look once and do not wait."""
+        (``with``) its receives look once and do not wait. Prefetched messages not handed
+        out are abandoned: free for other receivers at once."""
         self._closing = True
+        if self._prefetch is not None:
+            abandon_held(self, self._prefetch.release(self._now()))
         if self._session is not None:
             release_session(self._session)
 
@@ -192,36 +199,10 @@ class ServiceBusReceiver(Handler):
         return messages
 
     def _check_not_forwarding(self, entity: Entity) -> None:
-        """FWD-2: a queue or subscription that forwards cannot be received from; nor can a
-        backlog queue of a paired namespace, whose messages only the syphon moves (a receive
-        would move the frontiers under the syphon's mark, :mod:`sbdelta._store.syphon`)."""
-        if self._sub_queue is None and entity.kind == "queue" and is_backlog_queue(entity.name):
-            raise ServiceBusInvalidOperationError(
-                f"{entity.label} is a backlog queue of a paired namespace: the syphon moves its "
-                "messages to their destinations (jobs/syphon.py, or enable_syphon=True), so "
-                "it cannot be received from (PAIR-7). Peek it, or receive from its "
-                "dead-letter queue")
-        if self._sub_queue is None and forwards(entity):
-            raise ServiceBusInvalidOperationError(
-                f"{entity.label} forwards its messages to '{entity.properties.forward_to}' "
-                "(forward_to), so it cannot be received from (FWD-2): receive from the "
-                "destination, or clear forward_to with update_"
-                f"{entity.kind}. Its dead-letter queue can be received from")
+        check_receivable(entity, self._sub_queue)
 
     def _check_sessions(self, entity: Entity, what: str) -> None:
-        """SESS-1: a session entity is read only through session receivers (its dead-letter
-        queue without sessions), and a session receiver only reads session entities."""
-        if self._sub_queue is not None:
-            return
-        if entity.requires_session and self._session is None:
-            raise ServiceBusInvalidOperationError(
-                f"{entity.label} requires sessions (requires_session=True), so it is read only "
-                f"through session receivers (SESS-1): get_{entity.kind}_receiver(..., "
-                "session_id=...). Its dead-letter queue is read without sessions")
-        if self._session is not None and not entity.requires_session:
-            raise ServiceBusInvalidOperationError(
-                f"{entity.label} was not created with requires_session=True: it has no "
-                f"sessions to receive from; drop session_id")
+        check_session_use(entity, self._sub_queue, self._session is not None)
 
     def _acquire(self, n: int, entity: Entity, *, as_rows: bool = False):
         self._check_not_forwarding(entity)
@@ -251,9 +232,13 @@ class ServiceBusReceiver(Handler):
         wait = wait_seconds(max_wait_time, "max_wait_time")
         wait = self._max_wait_time if wait is None else wait
         deadline = None if wait is None else time.monotonic() + wait
+        ask = n if self._prefetch is None else self._prefetch.to_lock(n)
         while True:
+            held = [] if self._prefetch is None else self._prefetch.take(n, self._now())
+            if held:  # locked by an earlier receive, their locks still held
+                return self._registered(held)
             entity = self._entity()
-            rows, touched = self._acquire(n, entity, as_rows=True)
+            rows, touched = self._acquire(ask, entity, as_rows=True)
             for _ in range(READ_ON):
                 if rows or not touched:
                     break
@@ -261,10 +246,13 @@ class ServiceBusReceiver(Handler):
                 # duplicates, scheduled, cancelled, expired, refused by the subscription's
                 # rules or other sessions'): read on (the frontier moved) before answering
                 # "nothing", or a run of such rows would hide the messages after it.
-                rows, touched = self._acquire(n, entity, as_rows=True)
+                rows, touched = self._acquire(ask, entity, as_rows=True)
             if (rows or (deadline is not None and time.monotonic() >= deadline)
                     or self._closing or self._conn.closed):
-                return self._registered([self._to_message(r, entity) for r in rows])
+                messages = [self._to_message(r, entity) for r in rows]
+                if self._prefetch is not None:
+                    self._prefetch.keep(messages[n:])
+                return self._registered(messages[:n])
             left = POLL_SECONDS if deadline is None else deadline - time.monotonic()
             time.sleep(min(POLL_SECONDS, max(0.0, left)))
 
