@@ -46,7 +46,8 @@ def run_contention(bench) -> List[Row]:
         out = open(str(log) + ".out", "w")
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "bench.worker", role, bench.ns, queue, str(log), str(go),
-             str(s.contention_seconds), str(s.contention_batch), warm],
+             str(s.contention_seconds), str(s.contention_batch), warm,
+             str(s.contention_prefetch)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
         out.close()
     try:
@@ -131,6 +132,7 @@ def _report(bench, logs, start: float, end: float) -> List[Row]:
     params = {"seconds": seconds, "elapsed_to_last_completion": elapsed,
               "completed": completed, "completed_in_window": completed_in_window,
               "partitions": 16, "batch": s.contention_batch,
+              "prefetch_count": s.contention_prefetch, "rabbitmq_prefetch": s.rabbit_prefetch,
               "prefill": s.contention_prefill, "sent_in_window": sent,
               "successful_receives": receives, "conflict_retries": conflicts,
               "stale_plan_retries": stale, **proof}

@@ -164,10 +164,13 @@ def plot(rows: Sequence[Row], path: Path, title: str) -> None:
 # -- running -----------------------------------------------------------------------------------
 def run(mode: str = "quick", *, out_dir: Optional[Path] = None, only: Sequence[str] = (),
         spark=None, rabbitmq: bool = True, work_dir: Optional[Path] = None,
-        echo=print, contention_batch: Optional[int] = None) -> dict:
+        echo=print, contention_batch: Optional[int] = None,
+        contention_prefetch: Optional[int] = None) -> dict:
     """Run the workloads of ``mode``; returns the result document (also written as JSON).
     ``contention_batch``: the contention workers' batch (and RabbitMQ's prefetch) instead of
-    the mode's; 1 makes every call a single-message one (issue 16's contention target)."""
+    the mode's; 1 makes every call a single-message one (issue 16's contention target).
+    ``contention_prefetch``: the sbdelta receivers' ``prefetch_count`` and RabbitMQ's prefetch
+    (after ``contention_batch``, which sets RabbitMQ's prefetch too)."""
     from . import workloads
     from .rabbit import RabbitUnavailable, rabbit_server
 
@@ -177,6 +180,9 @@ def run(mode: str = "quick", *, out_dir: Optional[Path] = None, only: Sequence[s
     if contention_batch is not None:
         sizes = dataclasses.replace(sizes, contention_batch=contention_batch,
                                     rabbit_prefetch=contention_batch)
+    if contention_prefetch is not None:
+        sizes = dataclasses.replace(sizes, contention_prefetch=contention_prefetch,
+                                    rabbit_prefetch=max(1, contention_prefetch))
     selected = list(only) or [w for w in WORKLOADS if w not in sizes.skip]
     unknown = sorted(set(selected) - set(WORKLOADS))
     if unknown:
@@ -272,11 +278,16 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--contention-batch", type=int, default=None,
                         help="messages per receive, send and complete of the contention "
                              "workers (and RabbitMQ's prefetch); default: the mode's")
+    parser.add_argument("--contention-prefetch", type=int, default=None,
+                        help="prefetch_count of the contention receivers, and RabbitMQ's "
+                             "prefetch (default: none, RabbitMQ's is the batch)")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw latest-<mode>.png from latest-<mode>.json (no Spark)")
     args = parser.parse_args(list(argv))
     if args.contention_batch is not None and args.contention_batch < 1:
         parser.error(f"--contention-batch must be at least 1, got {args.contention_batch}")
+    if args.contention_prefetch is not None and args.contention_prefetch < 0:
+        parser.error(f"--contention-prefetch must be at least 0, got {args.contention_prefetch}")
     if args.plot_only:
         doc = json.loads((Path(args.out) / f"latest-{args.mode}.json").read_text())
         plot(rows_of(doc), Path(args.out) / f"latest-{args.mode}.png",
@@ -286,5 +297,6 @@ def main(argv: Sequence[str]) -> int:
     only = [w.strip() for w in args.only.split(",") if w.strip()]
     run(args.mode, out_dir=Path(args.out), only=only, rabbitmq=not args.no_rabbitmq,
         work_dir=Path(args.work_dir) if args.work_dir else None,
-        echo=lambda *a: print(*a, flush=True), contention_batch=args.contention_batch)
+        echo=lambda *a: print(*a, flush=True), contention_batch=args.contention_batch,
+        contention_prefetch=args.contention_prefetch)
     return 0

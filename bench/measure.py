@@ -39,6 +39,8 @@ class Sizes:
     contention_seconds: float
     contention_prefill: int
     contention_batch: int
+    #: the contention receivers' prefetch_count (0: none; --contention-prefetch)
+    contention_prefetch: int = 0
     rabbit_prefetch: int = 1000
     maintenance_rounds: int = 20              # send/complete rounds before the compact job
     maintenance_batch: int = 200              # messages per round

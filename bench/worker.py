@@ -1,7 +1,7 @@
 """One contention process (workload 7): a sender or a PeekLock receiver, for a fixed time.
 
     python -m bench.worker send|receive <namespace> <queue> <log> <go file> <seconds> <batch> \
-        <warm-up queue>
+        <warm-up queue> [<prefetch_count>]
 
 Each process has its own Spark driver (the default local session). It warms up (one batch of
 the same operations on the warm-up queue, the measured queue itself in the harness, so JIT,
@@ -25,6 +25,7 @@ def _log(handle, **record):
 def main(argv):
     role, namespace, queue, log_path, go_file = argv[:5]
     seconds, batch, warm = float(argv[5]), int(argv[6]), argv[7]
+    prefetch = int(argv[8]) if len(argv) > 8 else 0
     from sbdelta import ServiceBusClient, ServiceBusMessage
     from sbdelta._store.delta import retry_counts
     from sbdelta.exceptions import MessageLockLostError
@@ -49,7 +50,8 @@ def main(argv):
                 _log(log, event="warm_up_lock_lost", error=str(exc),
                      locked_until=[m.locked_until_utc.timestamp() for m in warm_got],
                      at=time.time())
-            receiver = client.get_queue_receiver(queue, max_wait_time=0)
+            receiver = client.get_queue_receiver(queue, max_wait_time=0,
+                                                 prefetch_count=prefetch)
             lock = client._entities.queue(queue).properties.lock_duration.total_seconds()
         _log(log, event="ready", pid=os.getpid())
         while not os.path.exists(go_file):
