@@ -102,11 +102,13 @@ def test_recv_3_send_3_two_receivers_one_sender_and_maintenance_jobs_every_messa
     # both share): on a loaded machine a Spark receiver's first receives take a minute each.
     # An idle receiver looks again ever less often, up to every 2 s ("2"): the delta-rs one,
     # drained in seconds, polled 5 entities every 0.2 s for minutes and took a core the
-    # Spark receiver and the maintenance jobs needed.
+    # Spark receiver and the maintenance jobs needed. The delta-rs one prefetches (300 for
+    # receives of 200): some of the messages it hands out were locked by its previous receive.
     procs = [run_logged(log + ".out", "-m", "tests.workers.broker_worker", "receive", ns,
                         f"{subs[own]},{subs['shared']},{queues},{RELAYED}", log, "1500", "200",
-                        "2", env={"SBDELTA_ENGINE": engine})
-             for log, own, engine in zip(logs[1:], ("all", "even"), ("spark", "auto"))]
+                        "2", prefetch, env={"SBDELTA_ENGINE": engine})
+             for log, own, engine, prefetch in zip(logs[1:], ("all", "even"), ("spark", "auto"),
+                                                   ("0", "300"))]
     procs.append(run_logged(jobs[1] + ".out", "-m", "tests.workers.broker_worker", "maintain",
                             ns, f"{queues},topic:{TOPIC}", jobs[1]))
     maintainer = _in_thread(["maintain", ns, f"{queues},topic:{TOPIC}", jobs[0]], spark)

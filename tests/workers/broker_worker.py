@@ -11,7 +11,8 @@ number.
         (sends <count> messages to each queue, <batch> per send, the queues in turn)
     python -m tests.workers.broker_worker receive <namespace> <queues> <log> <stop_after> <batch>
         [<max_idle_pause>]  (seconds an idle receiver waits at most; its pause doubles from
-        0.2 s while it finds nothing; default 0.2)
+        0.2 s while it finds nothing; default 0.2) [<prefetch_count>]  (its receivers' prefetch:
+        a receive may hand out messages an earlier one locked; default 0)
     python -m tests.workers.broker_worker chaos <namespace> <queues> <log> <batch>
     python -m tests.workers.broker_worker maintain <namespace> <queues> <log>
         (runs the expiry sweep, the forwarding job and compaction in turn until <log>.stop
@@ -56,13 +57,14 @@ def _sender(client, spec):
     return client.get_queue_sender(spec)
 
 
-def _receiver(client, admin, spec):
+def _receiver(client, admin, spec, prefetch=0):
     """(receiver, lock duration in seconds) of a queue or ``topic/Subscriptions/name``."""
     parts = spec.split("/Subscriptions/")
     if len(parts) == 2:
         lock = admin.get_subscription(*parts).lock_duration
-        return client.get_subscription_receiver(*parts, max_wait_time=0), lock.total_seconds()
-    return (client.get_queue_receiver(spec, max_wait_time=0),
+        return (client.get_subscription_receiver(*parts, max_wait_time=0,
+                                                 prefetch_count=prefetch), lock.total_seconds())
+    return (client.get_queue_receiver(spec, max_wait_time=0, prefetch_count=prefetch),
             admin.get_queue(spec).lock_duration.total_seconds())
 
 
@@ -132,7 +134,8 @@ def main(argv, spark=None):
                               for i, (name, t) in enumerate(steps[1:])})
             return
         admin = ServiceBusAdministrationClient(namespace, spark=spark)
-        receivers = {q: _receiver(client, admin, q) for q in queues}
+        prefetch = int(argv[7]) if mode == "receive" and len(argv) > 7 else 0
+        receivers = {q: _receiver(client, admin, q, prefetch) for q in queues}
         if mode == "receive":
             stop_after, batch = float(argv[4]), int(argv[5])
             max_pause = float(argv[6]) if len(argv) > 6 else IDLE_PAUSE
