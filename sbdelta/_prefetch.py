@@ -20,6 +20,8 @@ from collections import deque
 from datetime import datetime
 from typing import Deque, List
 
+from .exceptions import ServiceBusError
+
 __all__ = ["PrefetchBuffer", "abandon_held"]
 
 log = logging.getLogger(__name__)
@@ -31,9 +33,6 @@ class PrefetchBuffer:
     def __init__(self, count: int) -> None:
         self.count = count
         self._held: Deque = deque()
-
-    def __len__(self) -> int:
-        return len(self._held)
 
     def to_lock(self, n: int) -> int:
         """How many messages a receive asked for ``n`` locks in its commit."""
@@ -66,8 +65,6 @@ def abandon_held(receiver, held: List) -> None:
     """Abandon ``held`` (a closing receiver's prefetched messages, locks held) in one commit;
     a failure is logged, not raised (their locks run out instead, and the broker hands them
     out again then)."""
-    from .exceptions import ServiceBusError
-
     if not held:
         return
     try:

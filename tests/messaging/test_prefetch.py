@@ -24,8 +24,8 @@ def send(client, name, count):
 
 def messages_version(client, name):
     """The queue's messages table version: every lock or settlement is a commit to it."""
-    return rs.version(client.get_queue_receiver(name)._store(
-        client.get_queue_receiver(name)._entity()).messages_path)
+    receiver = client.get_queue_receiver(name)
+    return rs.version(receiver._store(receiver._entity()).messages_path)
 
 
 def test_recv_2_3_one_commit_locks_the_prefetch_and_the_next_receives_take_from_it(
