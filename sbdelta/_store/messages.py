@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 from datetime import datetime, timedelta
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -23,7 +24,7 @@ from .delta import (LITERAL_ROWS, create_table, latest_version, materialize, ret
                     run_guarded)
 from .guards import GuardTripped
 from .literals import local_path, sql_literal
-from .deltalog import add_missing_columns, require_portable
+from .deltalog import add_missing_columns, require_portable, trim_log
 from .engines import Engine, resolve_engine
 from .layout import (CANCELLED, COMPLETED, DEADLETTERING, DEDUP, INBOX_COLUMNS, INBOX_NAMES,
                      INBOX_PROPERTIES, LOG_FILE, MESSAGES_COLUMNS, MESSAGES_PROPERTIES, MSG,
@@ -290,6 +291,18 @@ class MessageStore:
         """Trim the inbox log behind every reader's frontier of ``retain`` ago (``readers``:
         a topic's subscriptions; default: this store)."""
         return inbox.trim_log(self, retain, dry_run=dry_run, readers=readers)
+
+    def trim_messages_log(self, retain: timedelta, *, dry_run: bool = False) -> int:
+        """Delete the messages table's log files of every version before its newest checkpoint
+        older than ``retain`` (at least the operation bound); returns how many. Nothing reads
+        an older version of this table than an operation's own snapshot (no change feed), and
+        VACUUM with the same retention takes those versions' files; what Delta itself keeps
+        (30 days by default) would make every commit and every delta-rs read of a busy queue
+        list a log folder of millions of files."""
+        before_ms = int((time.time() - retain.total_seconds()) * 1000)
+        every = 2 ** 63 - 1  # no reader pins a version: any checkpoint may be kept from
+        return trim_log(self.spark, self.messages_path, before_ms, lambda: every,
+                        dry_run=dry_run)
 
     def topic_frontiers(self, subscriptions: Sequence["MessageStore"],
                         now: datetime) -> Dict[int, int]:

@@ -342,7 +342,9 @@ def _writer():
     return WriterProperties(compression="SNAPPY")
 
 
-#: delta-rs's checkpoint interval when a table sets none (sbdelta's tables set 10).
+#: delta-rs's checkpoint interval when a table sets none (of sbdelta's tables only the registry
+#: sets one, 10; Spark writers use 10 too). Compaction checkpoints every table at its latest
+#: version besides.
 _DEFAULT_CHECKPOINT_INTERVAL = 100
 
 

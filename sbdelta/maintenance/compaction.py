@@ -1,5 +1,5 @@
-"""Compaction: settled rows purged, small files compacted, VACUUM, checkpoints and the inbox
-log trimmed, per queue, subscription and topic (``jobs/compact.py``)."""
+"""Compaction: settled rows purged, small files compacted, VACUUM, checkpoints and the logs
+trimmed, per queue, subscription and topic (``jobs/compact.py``)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ class EntityCompaction:
     files_vacuumed: int = 0
     #: Inbox log files (commits, checksums, checkpoints) of versions no receive reads again.
     log_files_trimmed: int = 0
+    #: Messages and dead-letter table log files of versions older than the retention.
+    messages_log_files_trimmed: int = 0
     #: Tables checkpointed by this run (with ``dry_run``: that would be).
     checkpoints_written: int = 0
     #: Per table (inbox, messages, deadletter): its latest checkpoint version after the run.
@@ -74,6 +76,7 @@ class CompactReport(Visits):
                 f"{v['tombstones_purged']}, DLQ tombstones {v['dead_letter_tombstones_purged']}, "
                 f"files compacted {v['files_compacted']} -> {v['files_written']}, vacuumed "
                 f"{v['files_vacuumed']}, inbox log files trimmed {v['log_files_trimmed']}, "
+                f"messages log files trimmed {v['messages_log_files_trimmed']}, "
                 f"checkpoints {v['checkpoints_written']}")
         return "\n".join(lines)
 
@@ -104,14 +107,18 @@ def compact(namespace: str, *, entities: Optional[Sequence[str]] = None,
        exists (Delta also writes one every 10 commits), so the next reader replays no JSON;
     6. the inbox log is trimmed before the lowest frontier of ``retain_hours`` ago (Delta's
        own age-based log cleanup is off on the inbox: receivers read the change feed of every
-       commit past their frontier, however old).
+       commit past their frontier, however old);
+    7. the messages and dead-letter tables' logs are trimmed before their newest checkpoint
+       older than ``retain_hours`` (Delta keeps 30 days; nothing reads a version of them older
+       than an operation's snapshot, and step 4 took those versions' files): a busy queue's
+       commits and delta-rs reads list a log folder of days, not of a month.
 
     A subscription has no inbox of its own: steps 1 and 6 run on its topic, behind the lowest
     frontier of all its subscriptions, and never on versions committed less than the
     operation bound ago (a subscription being created meanwhile starts at the latest version
     it saw, which is no older than that).
 
-    ``dry_run`` counts what steps 1, 2, 4, 5 and 6 would remove or write and changes nothing.
+    ``dry_run`` counts what steps 1, 2, 4, 5, 6 and 7 would remove or write and changes nothing.
 
     Raises:
         ServiceBusInvalidOperationError: ``retain_hours`` is not a number, or below the floor
@@ -189,6 +196,10 @@ def _compact_entity(ns: Namespace, entity, dry_run: bool, retain_hours: float):
     if store.owns_inbox and not connect:
         result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
                                                         dry_run=dry_run)
+    if not connect:  # after the inbox's trim, which reads the frontiers of ``retain`` ago
+        result.messages_log_files_trimmed = sum(
+            s.trim_messages_log(timedelta(hours=retain_hours), dry_run=dry_run)
+            for s in (store, dlq))
     return result
 
 
@@ -217,4 +228,6 @@ def _compact_topic(ns: Namespace, entity, subscriptions: List, dry_run: bool,
     if not connect:
         result.log_files_trimmed = store.trim_inbox_log(timedelta(hours=retain_hours),
                                                         dry_run=dry_run, readers=subscriptions)
+        result.messages_log_files_trimmed = store.trim_messages_log(
+            timedelta(hours=retain_hours), dry_run=dry_run)
     return result

@@ -305,6 +305,70 @@ def test_issue12_item5_part_4_a_partition_days_behind_still_receives_after_compa
     receiver.complete_messages(after)
 
 
+def test_compaction_trims_the_messages_and_dead_letter_logs_behind_the_retention(
+        spark, ns, admin, client, clock):
+    """Every single receive and settlement is a commit on the messages table, and Delta keeps
+    30 days of them: a busy queue's log folder, which each commit and each delta-rs read lists,
+    would grow with its history. Compaction checkpoints every table; the next run after the
+    retention trims the log to that checkpoint (a dry run only counts). The queue, its
+    dead-letter queue and the inbox's trim (which reads the frontiers of the retention ago
+    from this log) work on after it."""
+    name = f"mlog{next(_names)}"
+    admin.create_queue(name)
+    sender = client.get_queue_sender(name)
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+
+    def traffic(n):
+        for i in range(n):
+            sender.send_messages(ServiceBusMessage(f"m{i}"))
+            (got,) = receiver.receive_messages(1)
+            if i % 4:
+                receiver.complete_message(got)
+            else:
+                receiver.dead_letter_message(got, reason="r")
+
+    store = _store(spark, ns, name)
+    logs = [_local(path) / "_delta_log"
+            for path in (store.messages_path, store.dead_letter_store().messages_path)]
+
+    def commits():
+        return [sorted(int(p.name[:20]) for p in log.glob("*.json")) for log in logs]
+
+    traffic(6)
+    first = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                    spark=spark)  # checkpoints every table; none is older than the retention
+    assert first.totals()["messages_log_files_trimmed"] == 0
+    checkpointed = [max(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet"))
+                    for log in logs]
+    _age(store.folder, 2 * 3600)
+    traffic(4)  # commits after the checkpoint, within the retention
+    before = commits()
+    assert [c[0] for c in before] == [0, 0] and all(c > 0 for c in checkpointed)
+
+    dry = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                  spark=spark, dry_run=True)
+    assert dry.totals()["messages_log_files_trimmed"] > 0
+    assert commits() == before
+    report = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                     spark=spark)
+    assert report.totals()["messages_log_files_trimmed"] == dry.totals()[
+        "messages_log_files_trimmed"]
+    # Each log kept from the checkpoint older than the retention, every commit after it.
+    for kept, old, at in zip(commits(), before, checkpointed):
+        assert kept[0] == at and kept == list(range(at, kept[-1] + 1))
+        assert kept[-1] >= old[-1]
+
+    sender.send_messages(ServiceBusMessage("after"))
+    assert [str(m) for m in receive_all(receiver, 1)] == ["after"]
+    dlq = client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                    max_wait_time=0)
+    assert sorted(str(m) for m in receive_all(dlq, 3)) == ["m0", "m0", "m4"]
+    _age(store.folder, 2 * 3600)
+    again = compact(ns, entities=[name], clock=clock, retain_hours=MIN_RETAIN_HOURS,
+                    spark=spark)  # the inbox's trim reads the frontiers from the trimmed log
+    assert again.totals()["log_files_trimmed"] > 0
+
+
 @pytest.mark.parametrize("engine", ["auto", "spark"])
 def test_topic_6_a_topics_counts_read_after_compaction_trimmed_its_inbox_log(
         spark, ns, admin, clock, engine):
