@@ -15,6 +15,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 KB = 1024
+#: How the rows of the raw Delta append baseline are named.
+DELTA_APPEND = "raw Delta append"
 #: Lock duration of the benchmarks' queues and subscriptions: a slow batch never loses its locks.
 LOCK = timedelta(minutes=5)
 
