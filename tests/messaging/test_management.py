@@ -89,6 +89,7 @@ def test_bad_input_writes_nothing(admin, namespace):
 
 
 def test_update_changes_properties_and_refuses_fixed_ones(admin):
+    # rule PART-1: partitioning is chosen when the entity is created and never changes.
     queue = admin.create_queue("q", enable_partitioning=True)
     queue.max_delivery_count = 3
     admin._ns.clock.advance(timedelta(minutes=1))

@@ -48,6 +48,8 @@ def test_send_3_sequence_numbers_unique_increasing_and_send_4_enqueued_time(clie
 
 
 def test_send_3_part_2_partition_id_in_top_bits_and_same_key_same_partition(client, queue):
+    # rule PART-3: messages with the same key (partition key or session id) land in the same
+    # partition, of the 16 a partitioned entity has (PART-1).
     name = queue(enable_partitioning=True)
     sender = client.get_queue_sender(name)
     sender.send_messages([ServiceBusMessage(f"k{i}", partition_key="orders-7") for i in range(3)]
