@@ -4,9 +4,9 @@ rewrite pays every time: docs/benchmarks.md). Real delta-rs tables; no Spark."""
 
 import os
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
-import pyarrow as pa
 
 from sbdelta._store import rs
 
@@ -18,7 +18,8 @@ def _codecs(path, files):
 
 def test_appends_deletes_and_updates_through_delta_rs_write_snappy_files(tmp_path):
     path = str(tmp_path / "t")
-    write_deltalake(path, pa.table({"k": pa.array([], pa.string()), "v": pa.array([], pa.int64())}))
+    write_deltalake(path, pa.table({"k": pa.array([], pa.string()),
+                                    "v": pa.array([], pa.int64())}))
     rs.append(path, ["k", "v"], [("a", 1), ("b", 2), ("c", 3)])
     appended = set(DeltaTable(path).file_uris())
     assert rs.delete(path, "k = 'a'") == 1  # rewrites the file without the row
