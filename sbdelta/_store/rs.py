@@ -342,9 +342,10 @@ def _writer():
     return WriterProperties(compression="SNAPPY")
 
 
-#: delta-rs's checkpoint interval when a table sets none (of sbdelta's tables only the registry
-#: sets one, 10; Spark writers use 10 too). Compaction checkpoints every table at its latest
-#: version besides.
+#: delta-rs's checkpoint interval when a table sets none (sbdelta's registry, messages and
+#: dead-letter tables set 10, as Spark writers use by default; the inbox sets none: its
+#: checkpoint lists every file of the backlog). Compaction checkpoints every table at its
+#: latest version besides.
 _DEFAULT_CHECKPOINT_INTERVAL = 100
 
 

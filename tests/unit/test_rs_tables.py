@@ -1,6 +1,8 @@
 """Tables made by delta-rs (``sbdelta/_store/rs_tables.py``): no Spark here; that Spark reads
 and writes them as its own is tests/store/test_table_features.py's."""
 
+import os
+
 import deltalake
 import pyarrow as pa
 
@@ -100,3 +102,24 @@ def test_a_local_table_is_checkpointed_by_delta_rs_once_per_version(tmp_path):
     # The table reads the same from its checkpoint.
     assert sorted(r["k"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()) == [
         "m0", "m1", "m2"]
+
+
+def test_messages_tables_are_checkpointed_every_ten_delta_rs_commits(tmp_path):
+    """Every single receive and settlement commits to a messages table, and the next reader
+    replays its log from the last checkpoint: delta-rs checkpoints it every 10 commits, as
+    Spark does by default (delta-rs's own default is 100)."""
+    from sbdelta._store import rs
+    from sbdelta._store.layout import MESSAGES_COLUMNS, MESSAGES_PROPERTIES
+
+    path = str(tmp_path / "messages")
+    assert rs_tables.create(path, MESSAGES_COLUMNS, MESSAGES_PROPERTIES, partitioned_by="pid")
+    names = ["pid", "k", "kind", "rev"]
+    for i in range(1, 21):  # versions 1..20: appends and deletes, as receives and settlements
+        if i % 2:
+            rs.append(path, names, [(0, f"m{i}", "MSG", 0)])
+        else:
+            assert rs.delete(path, f"pid = 0 AND k = 'm{i - 1}'") == 1
+    log = sorted(os.listdir(os.path.join(path, "_delta_log")))
+    assert [name for name in log if ".checkpoint." in name] == [
+        f"{v:020d}.checkpoint.parquet" for v in (10, 20)]
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 0
