@@ -124,6 +124,12 @@ INBOX_PROPERTIES = {
     # old: Delta must not delete those commits from the log by age (its default after 30
     # days). Compaction trims the log itself, behind every frontier (inbox.trim_log).
     "delta.enableExpiredLogCleanup": "false",
+    # A checkpoint every 10 commits from delta-rs too (Spark's default; delta-rs's is 100).
+    # delta-rs (1.6) keeps each commit it replays since the last checkpoint as one more Arrow
+    # batch of an open table's state, walked by every later operation: single sends through
+    # one client took 12 ms at first and 34 ms 90 commits after a checkpoint, 12-14 ms
+    # throughout with this (docs/benchmarks.md; with :data:`.rs.REOPEN_AFTER`).
+    "delta.checkpointInterval": "10",
     **PORTABLE_PROPERTIES,
 }
 MESSAGES_PROPERTIES = {
@@ -135,11 +141,9 @@ MESSAGES_PROPERTIES = {
     # columns of it: 1.4-1.8 ms of a delta-rs completion's 15.6-17.4 ms (docs/benchmarks.md).
     # Tables made before keep Delta's default (32 columns); they work the same.
     "delta.dataSkippingNumIndexedCols": "4",
-    # A checkpoint every 10 commits, as Spark writes them by default, also from delta-rs
-    # (whose default is 100): every receive and settlement commits here, and the next reader
-    # brings its open table up to date by replaying the log from the last checkpoint. A
-    # single completion in a send-receive-complete loop: 12.2-12.8 ms against 15.1-16.0 ms
-    # (docs/benchmarks.md). Tables made before keep delta-rs's interval of 100.
+    # A checkpoint every 10 commits from delta-rs too, as for the inbox: every receive and
+    # settlement commits here. A single completion in a send-receive-complete loop: 12.2-12.8
+    # ms against 15.1-16.0 ms (docs/benchmarks.md). Tables made before keep delta-rs's 100.
     "delta.checkpointInterval": "10",
     **PORTABLE_PROPERTIES,
 }

@@ -60,15 +60,23 @@ def _installed() -> bool:
 
 #: Tables a thread keeps open (least recently used dropped first).
 OPEN_TABLES = 32
+#: An open table that has moved on this many versions since it was opened is opened afresh.
+#: delta-rs (1.6) keeps the files an open table gains by each commit and each update as one
+#: more Arrow batch of its state, and every later operation walks all of them: a one-row
+#: append through one open table took 6 ms at first and 118 ms 1,250 commits later, where a
+#: fresh open of that table took 9 ms and an append through it 21 ms (docs/benchmarks.md).
+REOPEN_AFTER = 20
 
 
 class _OpenTables(threading.local):
-    """Each thread's open DeltaTables by local path: opening one replays its log from the last
-    checkpoint (15-25 ms for a busy queue's inbox), bringing an open one up to date reads only
-    the commits since (1-5 ms), and a receive reads each of its tables several times."""
+    """Each thread's open DeltaTables by local path, with the version each was opened at:
+    opening one replays its log from the last checkpoint (15-25 ms for a busy queue's inbox),
+    bringing an open one up to date reads only the commits since (1-5 ms), and a receive
+    reads each of its tables several times."""
 
     def __init__(self) -> None:
         self.tables: "OrderedDict[str, object]" = OrderedDict()
+        self.opened: Dict[str, int] = {}
 
 
 _open_tables = _OpenTables()
@@ -80,14 +88,16 @@ def _latest(local: str):
     a table removed outside sbdelta, or a commit file of it lost, is opened afresh and raises
     as a fresh open does. An open table whose log has no commit after its version is returned
     as it is: bringing it up to date would replay its log segment for nothing (about 5 ms on a
-    queue's messages table, several times per receive). Errors propagate."""
+    queue's messages table, several times per receive). One that would then be
+    :data:`REOPEN_AFTER` versions or more past the version it was opened at is opened afresh.
+    Errors propagate."""
     from deltalake import DeltaTable
 
     table = _open_tables.tables.pop(local, None)
     if table is not None:
         try:
             whole, newest = _log_state(local, table.version())
-            if not whole:
+            if not whole or newest - _open_tables.opened.get(local, newest) >= REOPEN_AFTER:
                 table = None
             elif newest > table.version():
                 table.update_incremental()
@@ -95,9 +105,11 @@ def _latest(local: str):
             table = None
     if table is None:
         table = DeltaTable(local)
+        _open_tables.opened[local] = table.version()
     _open_tables.tables[local] = table
     while len(_open_tables.tables) > OPEN_TABLES:
-        _open_tables.tables.popitem(last=False)
+        dropped, _ = _open_tables.tables.popitem(last=False)
+        _open_tables.opened.pop(dropped, None)
     return table
 
 
@@ -342,11 +354,11 @@ def _writer():
     return WriterProperties(compression="SNAPPY")
 
 
-#: delta-rs's checkpoint interval when a table sets none (sbdelta's registry, messages and
-#: dead-letter tables set 10, as Spark writers use by default; the inbox sets none: its
-#: checkpoint lists every file of the backlog). Compaction checkpoints every table at its
-#: latest version besides.
-_DEFAULT_CHECKPOINT_INTERVAL = 100
+#: The checkpoint interval of sbdelta's delta-rs commits to a table that sets none (tables
+#: made by earlier versions; today's set 10): 10, Spark writers' default, where delta-rs's own
+#: is 100 (:data:`REOPEN_AFTER` says why it matters). Compaction checkpoints every table at
+#: its latest version besides.
+_DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
 def _checkpoint_after(table, before: int) -> None:

@@ -51,6 +51,38 @@ def test_an_open_table_with_no_newer_commit_is_not_replayed(tmp_path, monkeypatc
     assert replays == [1]
 
 
+def test_an_open_table_is_opened_afresh_once_it_moved_on_reopen_after_versions(tmp_path,
+                                                                              monkeypatch):
+    """delta-rs keeps every commit an open table gains as one more batch of its state, and
+    later operations walk them all (a one-row append went from 6 ms to 118 ms over 1,250
+    commits through one open table): a table REOPEN_AFTER versions past the version it was
+    opened at is opened afresh, from the newest checkpoint; until then it is reused."""
+    import deltalake
+
+    path = _table(tmp_path, commits=1)
+    opens = []
+
+    class Counted(DeltaTable):
+        def __init__(self, *args, **kwargs):
+            opens.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(deltalake, "DeltaTable", Counted)
+    assert rs.version(path) == 0 and len(opens) == 1
+    for i in range(1, rs.REOPEN_AFTER):  # its own commits and another writer's
+        if i % 2:
+            assert rs.append(path, ["a"], [(i,)]) == i
+        else:
+            write_deltalake(path, pa.table({"a": [i]}), mode="append")
+        assert rs.version(path) == i
+    assert len(opens) == 1  # reused throughout
+    write_deltalake(path, pa.table({"a": [rs.REOPEN_AFTER]}), mode="append")
+    assert rs.version(path) == rs.REOPEN_AFTER and len(opens) == 2  # opened afresh
+    assert sorted(r["a"] for r in rs.query(path, f"SELECT a FROM {rs.QUERIED}")) == \
+        list(range(rs.REOPEN_AFTER + 1))
+    assert len(opens) == 2
+
+
 def test_a_lost_commit_file_raises_as_a_fresh_open_does_though_the_table_is_open(tmp_path):
     path = _table(tmp_path, 5)
     assert rs.version(path) == 4
