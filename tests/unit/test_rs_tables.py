@@ -5,6 +5,7 @@ import os
 
 import deltalake
 import pyarrow as pa
+import pytest
 
 from sbdelta._store import rs_tables
 from sbdelta._store.layout import INBOX_COLUMNS, INBOX_PROPERTIES
@@ -104,15 +105,22 @@ def test_a_local_table_is_checkpointed_by_delta_rs_once_per_version(tmp_path):
         "m0", "m1", "m2"]
 
 
-def test_messages_tables_are_checkpointed_every_ten_delta_rs_commits(tmp_path):
+@pytest.mark.parametrize("made_by", ["today", "an earlier version"])
+def test_messages_tables_are_checkpointed_every_ten_delta_rs_commits(tmp_path, made_by):
     """Every single receive and settlement commits to a messages table, and the next reader
     replays its log from the last checkpoint: delta-rs checkpoints it every 10 commits, as
-    Spark does by default (delta-rs's own default is 100)."""
+    Spark does by default (delta-rs's own default is 100), also a table made by an earlier
+    version of sbdelta, which sets no interval."""
     from sbdelta._store import rs
     from sbdelta._store.layout import MESSAGES_COLUMNS, MESSAGES_PROPERTIES
 
     path = str(tmp_path / "messages")
-    assert rs_tables.create(path, MESSAGES_COLUMNS, MESSAGES_PROPERTIES, partitioned_by="pid")
+    properties = dict(MESSAGES_PROPERTIES)
+    if made_by != "today":
+        del properties["delta.checkpointInterval"]
+    assert rs_tables.create(path, MESSAGES_COLUMNS, properties, partitioned_by="pid")
+    assert ("delta.checkpointInterval" in deltalake.DeltaTable(path).metadata().configuration
+            ) == (made_by == "today")
     names = ["pid", "k", "kind", "rev"]
     for i in range(1, 21):  # versions 1..20: appends and deletes, as receives and settlements
         if i % 2:
