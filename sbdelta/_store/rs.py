@@ -114,9 +114,41 @@ def _latest(local: str):
 
 
 def _log_state(local: str, version: int) -> Tuple[bool, int]:
-    """From one listing of the log folder at ``local``: whether it still holds what a fresh
-    open at ``version`` reads (the newest checkpoint at or below it and every commit file after
-    that checkpoint up to it), and the newest commit version it holds (-1: none)."""
+    """Whether the log folder of the table at ``local`` still holds what a fresh open at
+    ``version`` reads (the newest checkpoint at or below it and every commit file after that
+    checkpoint up to it), and the newest commit version it holds.
+
+    Asked of the files themselves, not of a listing: the checkpoint ``_last_checkpoint``
+    names, the commits after it up to ``version`` (10 at most where checkpoints come every 10
+    commits) and those after ``version`` until the first missing one. Listing a busy queue's
+    log folder costs with its length (3.5 ms at 2,200 entries, several times per receive);
+    these lookups do not. A checkpoint newer than ``version`` says the table is not whole (a
+    fresh open from that checkpoint is cheaper than replaying up to it); a checkpoint of
+    another form (multi-part, v2) or a missing hint is left to :func:`_listed_log_state`."""
+    folder = os.path.join(local, "_delta_log")
+    try:
+        with open(os.path.join(folder, "_last_checkpoint"), encoding="utf-8") as hint:
+            base = int(json.load(hint)["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return _listed_log_state(local, version)
+    if base > version:
+        return False, base
+    if not os.path.exists(os.path.join(folder, f"{base:020d}.checkpoint.parquet")):
+        return _listed_log_state(local, version)
+
+    def committed(v: int) -> bool:
+        return os.path.exists(os.path.join(folder, f"{v:020d}.json"))
+
+    if not all(committed(v) for v in range(base + 1, version + 1)):
+        return False, version
+    newest = version
+    while committed(newest + 1):
+        newest += 1
+    return True, newest
+
+
+def _listed_log_state(local: str, version: int) -> Tuple[bool, int]:
+    """:func:`_log_state` from one listing of the log folder (-1: no commit in it)."""
     commits, checkpoints = set(), set()
     for name in os.listdir(os.path.join(local, "_delta_log")):
         match = LOG_FILE.match(name)
