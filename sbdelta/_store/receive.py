@@ -177,8 +177,12 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
             if session is None
             else Grant(session.grant_prefix, session.locked_until,
                        tuple(session.session_ids), n - sum(take_old.values()), every_row=True))
+    # A list receive of a few messages registers more of the new rows it read (not a session
+    # receive, nor one registering every row read).
+    ahead = (REGISTER_AHEAD if as_rows and n <= LITERAL_ROWS and session is None
+             and not history else 0)
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
-                    any(actions[p] for p in chosen), tombstones.intersection(chosen))
+                    any(actions[p] for p in chosen), tombstones.intersection(chosen), ahead)
     if fast:
         out, marked = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock,
                                             guard)
@@ -197,6 +201,13 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
     # duplicates, scheduled, cancelled, expired, refused by a subscription's rules or, in a
     # session receive, other sessions'), reading on may find more.
     return out, [p for p in chosen if take_new.get(p)]
+
+
+#: How many new rows a list receive of fewer registers in a partition it hands out new rows
+#: from, of the inbox version of the last one handed out (:attr:`.receive_plan.Choice.ahead`):
+#: read anyway, they cost the MERGE a few inserted rows, and spare the next receives (single
+#: messages, from SDK programs) a read of the inbox each (issue 16).
+REGISTER_AHEAD = 32
 
 
 #: The apply operations a receive plan writes (:mod:`.receive_plan`): its MERGE has only their

@@ -25,8 +25,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from .apply import SOURCE_COLUMNS, expiry_marks
 from .literals import sql_literal
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
-                     INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED, TTL_EXPIRED_DESCRIPTION,
-                     TTL_EXPIRED_REASON, case_by_pid, key_sql, pid_list, sessions_sql)
+                     IDX_MASK, INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED,
+                     TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid, key_sql,
+                     pid_list, sessions_sql)
 from .locks import Policy, conditions, expired_sql, grant
 
 #: The columns of ``{N}`` the plan reads (a subscription's rows may add :data:`REJECT_COLUMNS`).
@@ -68,7 +69,10 @@ class Choice:
     registered (``take_old``) and new (``take_new``) messages to take, the frontier rows'
     revisions read (``revs``), how many new rows each partition had (``new_counts``) up to
     inbox version ``hi``, whether some chosen partition has messages needing action
-    (``act``), and which hold cancellation tombstones."""
+    (``act``), and which hold cancellation tombstones. ``ahead``: a partition handing out new
+    rows registers, free, up to this many of them (handed out included) from the inbox
+    version of the last one handed out, which every receive has read whole: the next receives
+    lock them without reading the inbox again."""
 
     chosen: Sequence[int]
     take_old: Dict[int, int]
@@ -78,6 +82,7 @@ class Choice:
     new_counts: Dict[int, int]
     act: bool
     tombstones: Set[int]
+    ahead: int = 0
 
 
 def _typed(expr: str, kind: str) -> str:
@@ -178,8 +183,18 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
         ctes.append("n1 AS (SELECT n0.*, row_number() OVER (PARTITION BY pid ORDER BY pos, seq) "
                     "AS _rn FROM n0)")
         ctes.append(f"n2 AS (SELECT n1.*, _rn <= {takes} AS _hand FROM n1)")
-        ctes.append("n3 AS (SELECT n2.*, max(CASE WHEN _hand THEN pos END) OVER "
-                    "(PARTITION BY pid) AS _last FROM n2)")
+        # The last position taken: of the last handed out, or of a row registered ahead.
+        if choice.ahead:
+            ctes.append("n2a AS (SELECT n2.*, max(CASE WHEN _hand THEN pos END) OVER "
+                        "(PARTITION BY pid) AS _hl FROM n2)")
+            most = case_by_pid({p: max(choice.take_new.get(p, 0), choice.ahead)
+                                for p in chosen})
+            ahead = f"_rn <= {most} AND pos <= _hl - _hl % {IDX_MASK + 1} + {IDX_MASK}"
+            ctes.append(f"n3 AS (SELECT n2a.*, max(CASE WHEN {ahead} THEN pos END) OVER "
+                        "(PARTITION BY pid) AS _last FROM n2a)")
+        else:
+            ctes.append("n3 AS (SELECT n2.*, max(CASE WHEN _hand THEN pos END) OVER "
+                        "(PARTITION BY pid) AS _last FROM n2)")
         ctes.append(f"taken AS (SELECT {', '.join(columns)}, _hand FROM n3 WHERE pos <= _last)")
     ctes.append(f"r0 AS (SELECT taken.*, {key_sql('seq')} AS k, {key_sql('pos')} AS _tk, "
                 "coalesce(scheduled_enqueue_time, enqueued_time) AS visible_at FROM taken)")
@@ -313,9 +328,10 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
 
 def taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
     """Of the new rows read, those a plan can take: per chosen partition the first
-    ``take_new`` in order of position and copy, and the other copies of the last position
-    taken (a subscription's action copies, TOPIC-5: a position is registered whole). The plan
-    takes the same; the rest would only make its literal relation longer."""
+    ``take_new`` in order of position and copy, those registered ahead
+    (:attr:`Choice.ahead`), and the other copies of the last position taken (a
+    subscription's action copies, TOPIC-5: a position is registered whole). The plan takes
+    the same; the rest would only make its literal relation longer."""
     by_pid: Dict[int, List[dict]] = {}
     for row in sorted(rows, key=lambda r: (r["pos"], r["seq"])):
         by_pid.setdefault(row["pid"], []).append(row)
@@ -324,8 +340,11 @@ def taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
         found, n = by_pid.get(p, []), choice.take_new.get(p, 0)
         if n <= 0:
             continue
-        last = found[:n][-1]["pos"] if found[:n] else None
-        taken += found[:n] + [row for row in found[n:] if row["pos"] == last]
+        if not found[:n]:
+            continue
+        end = found[:n][-1]["pos"] | IDX_MASK  # the last handed out's inbox version
+        last = [row for row in found[:max(n, choice.ahead)] if row["pos"] <= end][-1]["pos"]
+        taken += [row for row in found if row["pos"] <= last]
     return taken
 
 

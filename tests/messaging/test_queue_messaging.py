@@ -95,6 +95,35 @@ def test_recv_2_one_receive_call_finds_the_message_behind_rows_it_cannot_hand_ou
     assert bodies(receiver.receive_messages(1)) == ["behind"]
 
 
+@pytest.mark.parametrize("mode", list(ServiceBusReceiveMode), ids=["peek_lock", "delete"])
+def test_recv_1_2_single_receives_register_rows_ahead_that_any_receiver_then_takes_in_order(
+        client, queue, monkeypatch, mode):
+    """A receive of a few messages registers up to ``REGISTER_AHEAD`` new rows of the inbox
+    version it read (free, not locked): the next single receives lock them without reading
+    the inbox, and any other receiver takes them, in sequence order (RECV-2), each once."""
+    from sbdelta._store import receive
+
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(f"m{i}") for i in range(40)])
+    scans = []
+    real = receive.scan_inbox
+    monkeypatch.setattr(receive, "scan_inbox", lambda *a, **k: scans.append(1) or real(*a, **k))
+    receiver = client.get_queue_receiver(name, max_wait_time=0,
+                                         receive_mode=mode)
+    got = [m for _ in range(receive.REGISTER_AHEAD) for m in receiver.receive_messages(1)]
+    assert bodies(got) == [f"m{i}" for i in range(receive.REGISTER_AHEAD)]
+    assert len(scans) == 1  # the first receive read the inbox, the next 31 did not
+    other = client.get_queue_receiver(name, max_wait_time=0,
+                                      receive_mode=mode)
+    assert bodies(other.receive_messages(1) + other.receive_messages(20)) == [
+        f"m{i}" for i in range(receive.REGISTER_AHEAD, 40)]
+    assert len(scans) == 3  # the rest, read when the registered rows ran out
+    if mode is ServiceBusReceiveMode.PEEK_LOCK:
+        assert len({m.lock_token for m in got}) == len(got)
+        receiver.complete_messages(got)
+    assert receiver.receive_messages(1) == [] and other.receive_messages(5) == []
+
+
 def test_part_2_unkeyed_messages_spread_and_part_4_receive_serves_all_partitions(client, queue):
     name = queue(enable_partitioning=True)
     client.get_queue_sender(name).send_messages([ServiceBusMessage(str(i)) for i in range(32)])
