@@ -338,9 +338,7 @@ def taken_rows(rows: List[dict], choice: Choice) -> List[dict]:
     taken = []
     for p in choice.chosen:
         found, n = by_pid.get(p, []), choice.take_new.get(p, 0)
-        if n <= 0:
-            continue
-        if not found[:n]:
+        if n <= 0 or not found:
             continue
         end = found[:n][-1]["pos"] | IDX_MASK  # the last handed out's inbox version
         last = [row for row in found[:max(n, choice.ahead)] if row["pos"] <= end][-1]["pos"]
