@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Dict, Optional, Sequence
 
-from . import rs
-from .apply import apply_df, apply_rows, max_delivery_description, to_source
+from .apply import (apply_df, apply_rows, delete_or_update, max_delivery_description,
+                    to_source)
 from .delta import guard_error, retry
 from .guards import GuardTripped
 from .literals import sql_literal
@@ -158,19 +158,7 @@ def _settle_one(store, row: dict, now: datetime) -> bool:
     where = (f"pid = {int(row['pid'])} AND k = {lit(row['k'])} AND "
              + lock_held_sql(now, token=lit(row["_token"]), target=""))
     sets = _settle_sets(row, dead_letter=store.dead_letter)
-    path = store.messages_path
-    if store.engine.settles(path):
-        changed = rs.delete(path, where) if sets is None else rs.update(path, sets, where)
-        return changed == 1
-    table = f"delta.`{path}`"
-    if sets is None:
-        statement = f"DELETE FROM {table} WHERE {where}"
-    else:
-        statement = (f"UPDATE {table} SET "
-                     + ", ".join(f"{name} = {expr}" for name, expr in sets.items())
-                     + f" WHERE {where}")
-    result = store.spark.sql(statement).collect()
-    return bool(result) and result[0][0] == 1
+    return delete_or_update(store, where, sets) == 1
 
 
 def _settle_sets(row: dict, *, dead_letter: bool) -> Optional[Dict[str, str]]:
