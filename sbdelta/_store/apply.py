@@ -242,28 +242,75 @@ def apply_df(store, df, pids: Iterable[int], now: datetime,
 
 def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> None:
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
-    receive's collected plan); a lone ``update`` row as the one conditional UPDATE it
-    amounts to (:func:`update_row`)."""
-    if len(rows) == 1 and rows[0].get("_op") == "update":
-        update_row(store, rows[0], pids)
-        return
+    receive's collected plan); a lone ``update`` row, or on a table without tombstones a
+    lone ``delete`` or ``purge`` row, as the one conditional UPDATE or DELETE it amounts to
+    (:func:`change_row`); under delta-rs, rows that only update, insert and remove as one
+    replacing write (:func:`replace_rows`)."""
+    pids = list(pids)
     ops = {row.get("_op") for row in rows}
-    merge_rows(store, store.messages_path,
-               apply_merge(list(pids), now, store.dead_letter,
-                           ops if ops <= set(OPS) else None), rows)
+    removing = frozenset() if store.dead_letter else REMOVING
+    if len(rows) == 1 and ops <= {"update"} | removing:
+        change_row(store, rows[0], pids)
+        return
+    spec = apply_merge(pids, now, store.dead_letter, ops if ops <= set(OPS) else None)
+    if ops <= REPLACING | removing and store.engine.settles(store.messages_path):
+        replace_rows(store, spec, rows, pids)
+        return
+    merge_rows(store, store.messages_path, spec, rows)
 
 
-def update_row(store, row: dict, pids: Iterable[int]) -> None:
-    """What the apply MERGE does with ONE ``update`` source row, as ONE conditional UPDATE:
-    the row at ``pid``, ``k`` and revision ``_rev`` (in ``pids``) takes the source's
-    :data:`UPDATED_COLUMNS` and its revision moves on; when there is no such row, nothing is
-    written and GuardTripped carries the row's guard code (STALE by default), as the MERGE's
-    guard clauses would. Same result, same conflicts (the UPDATE reads and rewrites the file
-    of that one row), at a fraction of the cost: delta-rs plans a MERGE as a join over every
-    column of source and target (a single receive locking a registered message spent most
-    of its time there, issue 16); on Spark it is fewer jobs."""
-    sets = {name: typed_literal(row.get(name), kind) for name, kind in UPDATED_COLUMNS}
-    sets["rev"] = "rev + 1"
+#: The operations whose apply MERGE delta-rs commits as a write that replaces the rows of
+#: their keys (:func:`replace_rows`), and those that remove a row at its revision, which join
+#: them on a table without tombstones (a dead-letter table's ``delete`` updates a row).
+REPLACING = frozenset(("update", "insert"))
+REMOVING = frozenset(("delete", "purge"))
+
+
+def replace_rows(store, spec: MergeSpec, rows: List[dict], pids: Iterable[int]) -> None:
+    """What the apply MERGE ``spec`` does with source rows that only ``update``, ``insert``
+    and (on a table without tombstones) ``delete`` or ``purge`` (a receive registering new
+    messages and moving its frontiers, or removing what it hands out), as ONE delta-rs write
+    replacing the rows of their keys (:func:`.rs.replace`): the guards checked on the
+    snapshot it commits against; an updated row is the table's row with the source's
+    :data:`UPDATED_COLUMNS` and its revision moved on (the MERGE's update clause), an
+    inserted row the source's columns (its insert clause), a removed row is not written
+    again. Same rows, same conflicts, less than half the time of delta-rs's MERGE
+    (issue 16)."""
+    matched = {(int(row["pid"]), row["k"]): row for row in rows if row["_op"] != "insert"}
+    inserts = [row for row in rows if row["_op"] == "insert"]
+
+    def build(current: List[dict]) -> List[dict]:
+        built = []
+        for target in current:  # the guards let only the matched keys be there
+            source = matched[(int(target["pid"]), target["k"])]
+            if source["_op"] == "update":
+                built.append({**target, "rev": target["rev"] + 1,
+                              **{name: source.get(name) for name, _ in UPDATED_COLUMNS}})
+        return built + [{name: row.get(name) for name in COLUMN_NAMES} for row in inserts]
+
+    by_pid: Dict[int, List[str]] = {}
+    for row in rows:
+        by_pid.setdefault(int(row["pid"]), []).append(row["k"])
+    keys = " OR ".join(f"(pid = {pid} AND k IN ({', '.join(sql_literal(k) for k in ks)}))"
+                       for pid, ks in sorted(by_pid.items()))
+    run_guarded(lambda: rs.replace(store.messages_path, spec, rows, SOURCE_COLUMNS,
+                                   f"pid IN ({pid_list(pids)}) AND ({keys})", build))
+
+
+def change_row(store, row: dict, pids: Iterable[int]) -> None:
+    """What the apply MERGE does with ONE ``update`` source row, as ONE conditional UPDATE
+    (the row at ``pid``, ``k`` and revision ``_rev``, in ``pids``, takes the source's
+    :data:`UPDATED_COLUMNS` and its revision moves on), or with ONE ``delete`` or ``purge``
+    row of a table without tombstones, as ONE conditional DELETE of that row; when there is
+    no such row, nothing is written and GuardTripped carries the row's guard code (STALE by
+    default), as the MERGE's guard clauses would. Same result, same conflicts (the statement
+    reads and rewrites the file of that one row), at a fraction of the cost: delta-rs plans a
+    MERGE as a join over every column of source and target (a single receive locking a
+    registered message spent most of its time there, issue 16); on Spark it is fewer jobs."""
+    sets = None
+    if row["_op"] == "update":
+        sets = {name: typed_literal(row.get(name), kind) for name, kind in UPDATED_COLUMNS}
+        sets["rev"] = "rev + 1"
     where = (f"pid IN ({pid_list(pids)}) AND pid = {int(row['pid'])} AND "
              f"k = {sql_literal(row['k'])} AND rev = {sql_literal(row.get('_rev'))}")
     if run_guarded(lambda: delete_or_update(store, where, sets)) != 1:

@@ -32,7 +32,7 @@ import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .datafusion import translate
 from .guards import GuardTripped
@@ -514,6 +514,45 @@ def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, st
                 builder = builder.when_matched_update(updates=assignments, predicate=condition)
         before = table.version()
         builder.execute()
+    _checkpoint_after(table, before)
+
+
+def replace(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, str]],
+            keys: str, build: Callable[[List[dict]], List[dict]]) -> None:
+    """ONE delta-rs commit to the local table ``path``: the rows ``keys`` selects (SQL over
+    the table's columns, as sbdelta writes it) replaced by ``build(current)``, ``current``
+    being those rows (dicts) on the snapshot the commit is made against, after ``spec``'s
+    guard clauses were checked for the source ``rows`` (as :func:`merge` checks them) on that
+    same snapshot. For a MERGE whose source rows only update matched rows and insert
+    unmatched ones, it is the same change (:func:`~sbdelta._store.apply.replace_rows`) at
+    less than half the cost: delta-rs plans a MERGE as a join over every column of source
+    and target, and this is a write with a predicate (``replaceWhere``: the selected rows
+    deleted, the built ones appended, in one commit). Its conflicts are the MERGE's: a
+    commit after the snapshot that removes a file holding a selected row, or adds one
+    matching ``keys``, makes delta-rs refuse it; a built row outside ``keys`` is refused
+    before anything is written.
+
+    Raises:
+        GuardTripped: a guard clause took a source row (nothing written).
+        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
+    """
+    import pyarrow as pa
+    from deltalake import QueryBuilder, write_deltalake
+
+    where = translate(keys)
+    with _writing(path) as (_, table):
+        tripped = _tripped_guard(table, spec, rows, columns)
+        if tripped is not None:
+            raise GuardTripped(tripped)
+        current = pa.table(QueryBuilder().register("t", table).execute(
+            f"SELECT * FROM t WHERE {where}").read_all()).to_pylist()
+        schema = pa.schema(table.schema().to_arrow())
+        data = pa.Table.from_pylist(
+            [{name: _arrow_value(row.get(name)) for name in schema.names}
+             for row in build(current)], schema=schema)
+        before = table.version()
+        write_deltalake(table, data, mode="overwrite", predicate=where,
+                        writer_properties=_writer(), post_commithook_properties=_post_commit())
     _checkpoint_after(table, before)
 
 
