@@ -5,7 +5,10 @@ expects to find: a revision (``_rev``) or a lock token (``_token``). A row that 
 expected trips a guard (``raise_error('SBDELTA_GUARD:<code>')``) and the whole MERGE writes
 nothing: ``STALE`` makes :func:`~sbdelta._store.delta.retry` redo the plan from a fresh read,
 ``LOCK_LOST`` fails a settlement. The ON clause carries literal ``pid IN (...)`` so that Delta's
-conflict check only sees the partitions the operation touched.
+conflict check only sees the partitions the operation touched. Two shapes are committed
+without a MERGE, to the same effect and with the same conflicts (:func:`apply_rows`): a lone
+update or removal as one conditional UPDATE or DELETE, and under delta-rs rows that only
+update, insert and remove as one write replacing the rows of their keys.
 
 Operations:
 
