@@ -240,9 +240,15 @@ def merge(spark, target: str, source, clauses: str):
 
 
 def delta_log(spark, path: str):
-    """The table's DeltaLog (JVM object; Delta caches one per path)."""
-    return spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-        spark._jsparkSession, path)
+    """The table's DeltaLog (JVM object; Delta caches one per path). The calling thread's JVM
+    thread gets ``spark`` as its active session first: Delta's snapshot reads need one where
+    a prefetch of theirs failed (a checkpoint provider rebuilt in the caller's thread, after a
+    concurrent log trim), and a Python thread other than the one that made the session (a
+    maintenance loop's thread, a notebook's worker thread) has none, so compaction in such a
+    thread failed with DELTA_SPARK_SESSION_NOT_SET."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
 
 
 def find_commit(log, token: str, after: int) -> Optional[Tuple[int, int]]:

@@ -150,6 +150,38 @@ def test_compact_removes_settled_rows_and_keeps_every_live_message(spark, ns, ad
     assert third == dict.fromkeys(third, 0)
 
 
+def test_compaction_runs_in_a_thread_of_its_own(spark, ns, admin, client, clock):
+    """A maintenance loop in a Python thread (the stress test's, a notebook's worker thread):
+    that thread's JVM thread has no active Spark session, which Delta's snapshot reads need
+    when a prefetch of theirs failed (a concurrent log trim); a 2,000-message stress run died
+    of DELTA_SPARK_SESSION_NOT_SET in the inbox purge. Every Delta log the store opens sets
+    the caller's session as its thread's active one first."""
+    import threading
+
+    name = f"c{next(_names)}"
+    admin.create_queue(name)
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    receiver.complete_messages(receiver.receive_messages(3))
+    active = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.getActiveSession
+    seen = {}
+
+    def maintain():
+        try:
+            seen["before"] = active().isDefined()
+            seen["report"] = compact(ns, entities=[name], clock=clock, spark=spark)
+            seen["after"] = active().isDefined()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            seen["error"] = exc
+
+    thread = threading.Thread(target=maintain)
+    thread.start()
+    thread.join(timeout=300)
+    assert "error" not in seen, seen.get("error")
+    assert (seen["before"], seen["after"]) == (False, True)  # set by the store, not inherited
+    assert seen["report"].totals()["inbox_rows_purged"] == 3  # through the purge's Delta log
+
+
 def test_recv_7_pair_6_pings_are_never_delivered_peeked_or_counted(spark, ns, admin, client,
                                                                    clock):
     name = f"p{next(_names)}"
