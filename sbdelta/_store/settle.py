@@ -114,12 +114,31 @@ def settle_messages(store, messages: Sequence[Locked], settlement: Settlement, n
 def settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: str) -> int:
     """Settle every lock token of ``tokens`` (a DataFrame with one ``_token`` column) in ONE
     commit; returns how many. Nulls and tokens that are not sbdelta lock tokens are not held:
-    they fail the whole settlement like any lock that is lost."""
+    they fail the whole settlement like any lock that is lost.
+
+    A token given twice counts once. The tokens are taken as they come first (a receive's
+    DataFrame holds each once), and only when Delta's MERGE finds two source rows for one
+    message (before it writes anything) are they made unique, by a shuffle the common case
+    does not pay for."""
+    try:
+        return _settle_frame(store, tokens, settlement, now, what=what)
+    except Exception as exc:  # noqa: BLE001 - re-raised unless the tokens repeat
+        if not repeated_source_rows(exc):
+            raise
+    return _settle_frame(store, tokens.dropDuplicates(["_token"]), settlement, now, what=what)
+
+
+def repeated_source_rows(exc: BaseException) -> bool:
+    """Whether ``exc`` is Delta refusing a MERGE whose source has two rows for one target
+    row (raised while it finds the rows to change: nothing was written)."""
+    return "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE" in str(exc)
+
+
+def _settle_frame(store, tokens, settlement: Settlement, now: datetime, *, what: str) -> int:
     from pyspark.sql import functions as F
 
     seq = F.expr(seq_of_token_sql("_token"))
-    src = (tokens.dropDuplicates(["_token"])
-           .withColumn("seq", seq)
+    src = (tokens.withColumn("seq", seq)
            .withColumn("pid", F.expr(f"CAST(shiftright(seq, {PID_SHIFT}) & {PID_MASK} AS INT)")
                        if store.partitions > 1 else F.lit(0))
            .withColumn("k", F.expr(key_sql("seq")))

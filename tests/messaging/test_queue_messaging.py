@@ -255,6 +255,31 @@ def test_recv_2_a_lock_runs_its_whole_duration_from_when_it_is_granted(
     assert receiver.peek_messages(1, sequence_number=0) == []
 
 
+def test_settle_1_5_a_lock_token_given_twice_settles_its_message_once(client, queue, clock):
+    """SETTLE-1 and SETTLE-5 for repeated lock tokens: a DataFrame or a list that names a
+    message twice completes it once and counts it once (Delta refuses a MERGE with two source
+    rows for one message; the settlement then makes its tokens unique and commits once); a
+    repeated token whose lock is lost still fails the whole settlement, writing nothing."""
+    name = queue()
+    client.get_queue_sender(name).send_messages([ServiceBusMessage(f"m{i}") for i in range(5)])
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    df = receiver.receive_dataframe(3)
+    assert receiver.complete_messages(df.unionByName(df)) == 3
+    d, e = receiver.receive_messages(2)
+    assert receiver.complete_messages([d.lock_token, d.lock_token, e.lock_token]) == 2
+    assert receiver.peek_messages(5, sequence_number=0) == []
+
+    client.get_queue_sender(name).send_messages([ServiceBusMessage("f"), ServiceBusMessage("g")])
+    df = receiver.receive_dataframe(2)
+    f, g = sorted(df.collect(), key=lambda row: row.sequence_number)
+    receiver.complete_messages([f.lock_token])
+    with pytest.raises(MessageLockLostError):  # f twice, settled already; g still held
+        receiver.complete_messages(df.unionByName(df))
+    assert [m.sequence_number for m in receiver.peek_messages(5, sequence_number=0)] == [
+        g.sequence_number]
+    assert receiver.complete_messages([g.lock_token]) == 1  # its lock untouched by the failure
+
+
 def test_settle_6_renew_lock_and_auto_lock_renewer(client, queue, clock):
     name = queue(lock_duration=timedelta(seconds=20))
     client.get_queue_sender(name).send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
