@@ -1,6 +1,7 @@
 """Workload 5, latency (issues 5 and 16): single-message calls on a warm client against a
-one-row Spark append and the one-row delta-rs append, DELETE and MERGE; single receives at a
-backlog of 10,000; a new process that imports sbdelta and sends one message."""
+one-row Spark append and the one-row delta-rs append, DELETE and MERGE; a completion of ten
+messages against a ten-row delta-rs DELETE; single receives at a backlog of 10,000; a new
+process that imports sbdelta and sends one message."""
 
 from __future__ import annotations
 
@@ -23,20 +24,23 @@ def _delta_rs_appender(path: str, body: bytes) -> Callable[[], None]:
     return lambda: write_deltalake(table, row, mode="append")
 
 
-def _delta_rs_deleter(path: str, body: bytes) -> Callable[[], Callable[[], None]]:
-    """Per call: append one row with a new id to a delta-rs table at ``path`` and return the
-    one-row delta-rs DELETE of it (the raw operation a local ``complete_message`` wraps)."""
+def _delta_rs_deleter(path: str, body: bytes, rows: int = 1) -> Callable[[], Callable[[], None]]:
+    """Per call: append ``rows`` rows with new ids to a delta-rs table at ``path`` (one
+    commit) and return the delta-rs DELETE of them (the raw operation a local
+    ``complete_message``, or a ``complete_messages`` of ``rows`` messages, wraps)."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
     ids = itertools.count()
 
     def prepare() -> Callable[[], None]:
-        key = f"lat{next(ids)}"
-        write_deltalake(path, pa.table({"message_id": [key],
-                                        "body": pa.array([body], pa.binary())}), mode="append")
+        keys = [f"lat{next(ids)}" for _ in range(rows)]
+        write_deltalake(path, pa.table({"message_id": keys,
+                                        "body": pa.array([body] * rows, pa.binary())}),
+                        mode="append")
         table = DeltaTable(path)
-        return lambda: table.delete(f"message_id = '{key}'")
+        listed = ", ".join(f"'{key}'" for key in keys)
+        return lambda: table.delete(f"message_id IN ({listed})")
 
     return prepare
 
@@ -136,6 +140,7 @@ def run_latency(bench) -> List[Row]:
                     samples={"sbdelta_seconds": ops["complete"],
                              "baseline_seconds": rs_delete_base},
                     params={"repetitions": s.latency_reps, "body_bytes": KB}))
+    rows.append(_complete_ten(bench, sender, receiver, body))
     rows += _receive_at_backlog(bench, body)
     rows.append(_new_process_send(bench, queue))
     bench.echo(f"  latency: send {median(ops['send']):.3f} s, receive "
@@ -143,6 +148,40 @@ def run_latency(bench) -> List[Row]:
               f"one-row append {median(base):.2f} s, delta-rs {median(rs_base):.3f} s, "
               f"delta-rs DELETE {median(rs_delete_base):.3f} s")
     return rows
+
+#: Messages per call of the batch-completion row.
+BATCH = 10
+
+
+def _complete_ten(bench, sender, receiver, body: bytes) -> Row:
+    """``complete_messages`` of ten received messages (one commit) against a delta-rs DELETE
+    of ten rows appended in one commit (as the ten were sent)."""
+    from sbdelta import ServiceBusMessage
+
+    rs_deletes = _delta_rs_deleter(bench.raw_path("latency-rs-delete-10"), body, BATCH)
+    ours: List[float] = []
+    raw: List[float] = []
+    for rep in range(bench.sizes.latency_reps + 1):
+        sender.send_messages([ServiceBusMessage(body) for _ in range(BATCH)])
+        got: list = []
+        while len(got) < BATCH:
+            got += receiver.receive_messages(BATCH - len(got), max_wait_time=30)
+        with Timer() as t:
+            receiver.complete_messages(got)
+        delete = rs_deletes()
+        with Timer() as r:
+            delete()
+        if rep:  # the first warms both
+            ours.append(t.seconds)
+            raw.append(r.seconds)
+    bench.echo(f"  complete_messages({BATCH}): {median(ours):.3f} s, delta-rs DELETE of "
+               f"{BATCH} rows {median(raw):.3f} s")
+    return Row("latency", f"complete_messages({BATCH} messages) median vs delta-rs", "s", False,
+               median(ours), median(raw), f"{BATCH}-row delta-rs DELETE (median)",
+               samples={"sbdelta_seconds": ours, "baseline_seconds": raw},
+               params={"repetitions": bench.sizes.latency_reps, "body_bytes": KB,
+                       "batch": BATCH})
+
 
 def _receive_at_backlog(bench, body: bytes) -> List[Row]:
     """Issue 16: ``receive_messages(1)`` + ``complete_message`` on a warm client at a

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import rs
+from . import rs, rs_merge
 from .delta import merge, run_guarded, values_relation
 from .guards import GuardTripped
 from .literals import sql_literal
@@ -247,8 +247,8 @@ def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> N
     """One apply MERGE from small Python-built source rows (settlement, cancel, a list
     receive's collected plan); a lone ``update`` row, or on a table without tombstones a
     lone ``delete`` or ``purge`` row, as the one conditional UPDATE or DELETE it amounts to
-    (:func:`change_row`); under delta-rs, rows that only update, insert and remove as one
-    replacing write (:func:`replace_rows`)."""
+    (:func:`change_row`); under delta-rs, rows that only update, insert and remove (a
+    receive, a completion of many messages) as one replacing write (:func:`replace_rows`)."""
     pids = list(pids)
     ops = {row.get("_op") for row in rows}
     removing = frozenset() if store.dead_letter else REMOVING
@@ -256,7 +256,8 @@ def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> N
         change_row(store, rows[0], pids)
         return
     spec = apply_merge(pids, now, store.dead_letter, ops if ops <= set(OPS) else None)
-    if ops <= REPLACING | removing and store.engine.settles(store.messages_path):
+    settled = frozenset() if store.dead_letter else SETTLED_AWAY
+    if ops <= REPLACING | removing | settled and store.engine.settles(store.messages_path):
         replace_rows(store, spec, rows, pids)
         return
     merge_rows(store, store.messages_path, spec, rows)
@@ -267,13 +268,17 @@ def apply_rows(store, rows: List[dict], pids: Iterable[int], now: datetime) -> N
 #: them on a table without tombstones (a dead-letter table's ``delete`` updates a row).
 REPLACING = frozenset(("update", "insert"))
 REMOVING = frozenset(("delete", "purge"))
+#: A completion, which removes a row whose lock the guard query found held (on a table
+#: without tombstones): a list of received messages completed in one commit.
+SETTLED_AWAY = frozenset(("settle_delete",))
 
 
 def replace_rows(store, spec: MergeSpec, rows: List[dict], pids: Iterable[int]) -> None:
     """What the apply MERGE ``spec`` does with source rows that only ``update``, ``insert``
-    and (on a table without tombstones) ``delete`` or ``purge`` (a receive registering new
-    messages and moving its frontiers, or removing what it hands out), as ONE delta-rs write
-    replacing the rows of their keys (:func:`.rs.replace`): the guards checked on the
+    and (on a table without tombstones) ``delete``, ``purge`` or ``settle_delete`` (a
+    receive registering new messages and moving its frontiers, or removing what it hands
+    out; a completion of many messages, each lock found held by the guards), as ONE
+    delta-rs write replacing the rows of their keys (:func:`.rs_merge.replace`): the guards checked on the
     snapshot it commits against; an updated row is the table's row with the source's
     :data:`UPDATED_COLUMNS` and its revision moved on (the MERGE's update clause), an
     inserted row the source's columns (its insert clause), a removed row is not written
@@ -296,8 +301,10 @@ def replace_rows(store, spec: MergeSpec, rows: List[dict], pids: Iterable[int]) 
         by_pid.setdefault(int(row["pid"]), []).append(row["k"])
     keys = " OR ".join(f"(pid = {pid} AND k IN ({', '.join(sql_literal(k) for k in ks)}))"
                        for pid, ks in sorted(by_pid.items()))
-    run_guarded(lambda: rs.replace(store.messages_path, spec, rows, SOURCE_COLUMNS,
-                                   f"pid IN ({pid_list(pids)}) AND ({keys})", build))
+    removes_only = all(row["_op"] not in REPLACING for row in rows)
+    run_guarded(lambda: rs_merge.replace(store.messages_path, spec, rows, SOURCE_COLUMNS,
+                                         f"pid IN ({pid_list(pids)}) AND ({keys})",
+                                         None if removes_only else build))
 
 
 def change_row(store, row: dict, pids: Iterable[int]) -> None:
@@ -367,7 +374,7 @@ def merge_literal(spark, engine, path: str, spec: MergeSpec, rows: List[dict],
     missing value is NULL, a missing ``_guard`` STALE) into the table ``path``: through
     delta-rs where ``engine`` settles there, else Spark. A guard raises GuardTripped."""
     if engine.settles(path):
-        run_guarded(lambda: rs.merge(path, spec, rows, columns))
+        run_guarded(lambda: rs_merge.merge(path, spec, rows, columns))
     else:
         merge(spark, path, source_relation(spark, rows, columns), spec.spark_clauses())
 

@@ -26,19 +26,15 @@ import importlib.util
 import json
 import logging
 import os
-import re
 import threading
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .datafusion import translate
-from .guards import GuardTripped
-from .literals import local_path, sql_literal
+from .literals import local_path
 from .layout import LOG_FILE
-from .schema import arrow_type
 
 log = logging.getLogger("sbdelta")
 
@@ -160,7 +156,7 @@ def _listed_log_state(local: str, version: int) -> Tuple[bool, int]:
 
 
 @contextmanager
-def _writing(path: str) -> Iterator[Tuple[str, object]]:
+def writing(path: str) -> Iterator[Tuple[str, object]]:
     """(local path, the table at its latest version) for one commit; the thread's open table
     is dropped when the commit fails (whatever state the failure left it in)."""
     local = local_table(path)
@@ -298,11 +294,11 @@ def optimize(path: str) -> Tuple[int, int]:
         deltalake.exceptions.CommitFailedError: a concurrent commit other than an append
             landed meanwhile (retry; delta-rs compacts only against appends).
     """
-    with _writing(path) as (_, table):
+    with writing(path) as (_, table):
         before = table.version()
-        metrics = table.optimize.compact(writer_properties=_writer(),
-                                         post_commithook_properties=_post_commit())
-    _checkpoint_after(table, before)
+        metrics = table.optimize.compact(writer_properties=writer_properties(),
+                                         post_commithook_properties=post_commit_properties())
+    checkpoint_after(table, before)
     return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
 
@@ -318,16 +314,16 @@ def append(path: str, names: Sequence[str], rows: Sequence[tuple]) -> int:
     import pyarrow as pa
     from deltalake import CommitProperties, write_deltalake
 
-    with _writing(path) as (local, table):
+    with writing(path) as (local, table):
         before = table.version()
         data = pa.Table.from_pylist([dict(zip(names, row)) for row in rows],
                                     schema=pa.schema(table.schema().to_arrow()))
         token = f"sbdelta:{uuid.uuid4().hex}"
         write_deltalake(table, data, mode="append", commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": token}), writer_properties=_writer(),
-            post_commithook_properties=_post_commit())
+            custom_metadata={"userMetadata": token}), writer_properties=writer_properties(),
+            post_commithook_properties=post_commit_properties())
         version = _version_of(local, token, before)
-    _checkpoint_after(table, before)
+    checkpoint_after(table, before)
     return version
 
 
@@ -354,7 +350,7 @@ def append_once(path: str, names: Sequence[str], rows: Sequence[tuple], app_id: 
     import pyarrow as pa
     from deltalake import CommitProperties, Transaction, write_deltalake
 
-    with _writing(path) as (_, table):
+    with writing(path) as (_, table):
         done = table.transaction_version(app_id)
         if done is not None and int(done) >= version:
             return False
@@ -363,21 +359,21 @@ def append_once(path: str, names: Sequence[str], rows: Sequence[tuple], app_id: 
                                     schema=pa.schema(table.schema().to_arrow()))
         write_deltalake(table, data, mode="append", commit_properties=CommitProperties(
             app_transactions=[Transaction(app_id, int(version))]),
-            writer_properties=_writer(), post_commithook_properties=_post_commit())
-    _checkpoint_after(table, before)
+            writer_properties=writer_properties(), post_commithook_properties=post_commit_properties())
+    checkpoint_after(table, before)
     return True
 
 
-def _post_commit():
+def post_commit_properties():
     """What delta-rs itself does after every commit of sbdelta: nothing. Never a log cleanup
     (the inbox keeps every commit a frontier has not passed: compaction trims it,
-    inbox.trim_log); the checkpoint is :func:`_checkpoint_after`'s."""
+    inbox.trim_log); the checkpoint is :func:`checkpoint_after`'s."""
     from deltalake import PostCommitHookProperties
 
     return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
-def _writer():
+def writer_properties():
     """How delta-rs writes sbdelta's Parquet files: Snappy, as Spark writes them. delta-rs's
     own default (ZSTD) costs 1.5-2 ms more per small file written, which a single
     settlement's rewrite of its message's file pays every time."""
@@ -393,7 +389,7 @@ def _writer():
 _DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
-def _checkpoint_after(table, before: int) -> None:
+def checkpoint_after(table, before: int) -> None:
     """A checkpoint at the table's interval after the commit ``table`` (a DeltaTable that
     just committed) made, as Spark writers make, written after the commit and never failing
     it. delta-rs's own post-commit checkpoint raised its error from the operation that had
@@ -422,24 +418,24 @@ def delete(path: str, where: str) -> int:
     Raises:
         deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
     """
-    with _writing(path) as (_, table):
+    with writing(path) as (_, table):
         before = table.version()
-        metrics = table.delete(translate(where), writer_properties=_writer(),
-                               post_commithook_properties=_post_commit())
-    _checkpoint_after(table, before)
+        metrics = table.delete(translate(where), writer_properties=writer_properties(),
+                               post_commithook_properties=post_commit_properties())
+    checkpoint_after(table, before)
     return int(metrics.get("num_deleted_rows", 0))
 
 
 def update(path: str, sets: Dict[str, str], where: str) -> int:
     """``UPDATE path SET column = expression, ... WHERE where`` in one delta-rs commit (none
     when no row matches); returns how many rows it updated. As :func:`delete`."""
-    with _writing(path) as (_, table):
+    with writing(path) as (_, table):
         before = table.version()
         metrics = table.update(
             updates={name: translate(expr) for name, expr in sets.items()},
-            predicate=translate(where), writer_properties=_writer(),
-            post_commithook_properties=_post_commit())
-    _checkpoint_after(table, before)
+            predicate=translate(where), writer_properties=writer_properties(),
+            post_commithook_properties=post_commit_properties())
+    checkpoint_after(table, before)
     return int(metrics.get("num_updated_rows", 0))
 
 
@@ -461,158 +457,3 @@ def _version_of(local: str, token: str, before: int) -> int:
                 if info.get("userMetadata") == token:
                     return version
         version += 1
-
-
-_SOURCE_COLUMN = re.compile(r"\bs\.(\w+)")
-
-
-def merge(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, str]]) -> None:
-    """One MERGE of ``rows`` (source rows: ``columns``, (name, SQL type) pairs; a missing
-    value is NULL, a missing ``_guard`` STALE) into the local table ``path`` as delta-rs
-    commits it, ``spec`` being the MERGE as sbdelta writes it once
-    (:class:`~sbdelta._store.apply.MergeSpec`). Only for tables the engine lets delta-rs
-    settle.
-
-    delta-rs's MERGE has no ``raise_error``: the guard clauses are checked first, on the very
-    snapshot the MERGE then reads and commits against. A source row that no clause before a
-    guard takes raises GuardTripped with the row's guard code, and nothing is written; a
-    commit made by anyone after that snapshot to a file the MERGE read makes delta-rs refuse
-    the commit (CommitFailedError: retried from a fresh plan, as Spark's conflicts are).
-
-    Raises:
-        GuardTripped: a guard clause took a source row.
-        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
-    """
-    import pyarrow as pa
-
-    if not rows:
-        return  # nothing to change: no commit
-    with _writing(path) as (_, table):
-        target = pa.schema(table.schema().to_arrow())
-        fields = [target.field(name) if name in target.names
-                  else pa.field(name, arrow_type(kind)) for name, kind in columns]
-        source = pa.Table.from_pylist(
-            [{name: _arrow_value(row.get(name, "STALE" if name == "_guard" else None))
-              for name, _ in columns} for row in rows], schema=pa.schema(fields))
-        tripped = _tripped_guard(table, spec, rows, columns)
-        if tripped is not None:
-            raise GuardTripped(tripped)
-        builder = table.merge(source=source, predicate=translate(spec.on), source_alias="s",
-                              target_alias="t", streamed_exec=False,
-                              writer_properties=_writer(),
-                              post_commithook_properties=_post_commit())
-        for clause in spec.clauses:
-            if clause.action == "guard":
-                continue
-            condition = translate(clause.condition) if clause.condition else None
-            assignments = {name: translate(expr) for name, expr in clause.assignments}
-            if not clause.matched:
-                builder = builder.when_not_matched_insert(updates=assignments, predicate=condition)
-            elif clause.action == "delete":
-                builder = builder.when_matched_delete(predicate=condition)
-            else:
-                builder = builder.when_matched_update(updates=assignments, predicate=condition)
-        before = table.version()
-        builder.execute()
-    _checkpoint_after(table, before)
-
-
-def replace(path: str, spec, rows: Sequence[dict], columns: Sequence[Tuple[str, str]],
-            keys: str, build: Callable[[List[dict]], List[dict]]) -> None:
-    """ONE delta-rs commit to the local table ``path``: the rows ``keys`` selects (SQL over
-    the table's columns, as sbdelta writes it) replaced by ``build(current)``, ``current``
-    being those rows (dicts) on the snapshot the commit is made against, after ``spec``'s
-    guard clauses were checked for the source ``rows`` (as :func:`merge` checks them) on that
-    same snapshot. For a MERGE whose source rows only update matched rows and insert
-    unmatched ones, it is the same change (:func:`~sbdelta._store.apply.replace_rows`) at
-    less than half the cost: delta-rs plans a MERGE as a join over every column of source
-    and target, and this is a write with a predicate (``replaceWhere``: the selected rows
-    deleted, the built ones appended, in one commit). Its conflicts are the MERGE's: a
-    commit after the snapshot that removes a file holding a selected row, or adds one
-    matching ``keys``, makes delta-rs refuse it; a built row outside ``keys`` is refused
-    before anything is written.
-
-    Raises:
-        GuardTripped: a guard clause took a source row (nothing written).
-        deltalake.exceptions.CommitFailedError: lost to a concurrent commit (retry).
-    """
-    import pyarrow as pa
-    from deltalake import QueryBuilder, write_deltalake
-
-    where = translate(keys)
-    with _writing(path) as (_, table):
-        tripped = _tripped_guard(table, spec, rows, columns)
-        if tripped is not None:
-            raise GuardTripped(tripped)
-        current = pa.table(QueryBuilder().register("t", table).execute(
-            f"SELECT * FROM t WHERE {where}").read_all()).to_pylist()
-        schema = pa.schema(table.schema().to_arrow())
-        data = pa.Table.from_pylist(
-            [{name: _arrow_value(row.get(name)) for name in schema.names}
-             for row in build(current)], schema=schema)
-        before = table.version()
-        write_deltalake(table, data, mode="overwrite", predicate=where,
-                        writer_properties=_writer(), post_commithook_properties=_post_commit())
-    _checkpoint_after(table, before)
-
-
-def _arrow_value(value):
-    """A source value as Arrow takes it: naive datetimes (as PySpark returns timestamps, in
-    local time) made aware, so that Arrow does not read them as UTC."""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.astimezone(timezone.utc)
-    if isinstance(value, bytearray):
-        return bytes(value)
-    return value
-
-
-def _tripped_guard(table, spec, rows: Sequence[dict],
-                   columns: Sequence[Tuple[str, str]]) -> Optional[str]:
-    """The guard code of a source row that a guard clause of ``spec`` would take on
-    ``table``'s snapshot, or None: one DataFusion query joining the source rows (the columns
-    the clauses read, as literals) to the table and asking, for each row, which clause it
-    takes first (MERGE semantics: the first clause whose condition holds)."""
-    import pyarrow as pa
-    from deltalake import QueryBuilder
-
-    kinds = dict(columns)
-    guards = [c for c in spec.clauses if c.action == "guard"]
-    if not guards:
-        return None
-    texts = [c.condition for c in spec.clauses if c.condition] + [spec.on] + [
-        c.guard_sql() for c in guards]
-    used = sorted({name for text in texts for name in _SOURCE_COLUMN.findall(text)})
-    values = ", ".join(
-        "(" + ", ".join(_typed(row.get(name, "STALE" if name == "_guard" else None),
-                               kinds[name]) for name in used) + ")" for row in rows)
-
-    def first_taken(matched: bool) -> str:
-        """SQL: the guard code of the first clause that takes the row, NULL if that clause
-        is not a guard (or none takes it)."""
-        whens = []
-        for clause in spec.clauses:
-            if clause.matched != matched:
-                continue
-            code = translate(clause.guard_sql()) if clause.action == "guard" else "NULL"
-            if clause.condition is None:
-                whens.append(f"WHEN TRUE THEN {code}")
-                break
-            whens.append(f"WHEN coalesce({translate(clause.condition)}, FALSE) THEN {code}")
-        return f"CASE {' '.join(whens)} END" if whens else "NULL"
-
-    code = (f"CASE WHEN t.{spec.key} IS NULL THEN {first_taken(False)} "
-            f"ELSE {first_taken(True)} END")
-    sql = (f"SELECT code FROM (SELECT {code} AS code FROM (VALUES {values}) "
-           f"AS s({', '.join(used)}) LEFT JOIN t ON {translate(spec.on)}) AS c "
-           "WHERE code IS NOT NULL LIMIT 1")
-    found = pa.table(QueryBuilder().register("t", table).execute(sql).read_all())
-    return found.column("code")[0].as_py() if found.num_rows else None
-
-
-def _typed(value, kind: str) -> str:
-    """A DataFusion literal of the SQL type ``kind``."""
-    if kind == "TIMESTAMP":
-        if value is None:
-            return "arrow_cast(NULL, 'Timestamp(Microsecond, Some(\"UTC\"))')"
-        return translate(sql_literal(_arrow_value(value)))
-    return f"CAST({translate(sql_literal(value))} AS {kind})"

@@ -3,7 +3,8 @@ a join over every column of source and target, which cost single receives half t
 
 - a lone ``update`` row as ONE conditional UPDATE;
 - rows that only ``update`` and ``insert`` (a receive registering new messages and moving its
-  frontier) as ONE write replacing the rows of their keys.
+  frontier), with the rows a ReceiveAndDelete receive or a completion of many messages
+  removes, as ONE write replacing the rows of their keys.
 
 Each must do exactly what the MERGE does: the same table afterwards; where the MERGE's guard
 clauses would trip (revision moved on, row gone, key taken), the same guard code and nothing
@@ -19,7 +20,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from sbdelta._store import rs, rs_tables
+from sbdelta._store import rs, rs_merge, rs_tables
 from sbdelta._store.apply import SOURCE_COLUMNS, apply_merge, apply_rows, merge_rows
 from sbdelta._store.engines import Engine
 from sbdelta._store.guards import GuardTripped
@@ -180,7 +181,7 @@ def test_where_the_merge_s_guards_trip_the_write_trips_the_same_and_writes_nothi
 
 
 def _register_racing(store, concurrent, rows):
-    """rs.replace of the registration ``rows``, with ``concurrent`` (a function of a
+    """rs_merge.replace of the registration ``rows``, with ``concurrent`` (a function of a
     DeltaTable) committed by another writer after the snapshot was checked and before the
     write."""
     keys = ", ".join(f"'{row['k']}'" for row in rows)
@@ -190,7 +191,7 @@ def _register_racing(store, concurrent, rows):
         return [{**current[0], "seq": 13, "rev": current[0]["rev"] + 1}] + [
             {name: row.get(name) for name in NAMES} for row in rows[1:]]
 
-    rs.replace(store.messages_path, apply_merge([1], NOW, ops=["update", "insert"]), rows,
+    rs_merge.replace(store.messages_path, apply_merge([1], NOW, ops=["update", "insert"]), rows,
                SOURCE_COLUMNS, f"pid IN (1) AND (pid = 1 AND k IN ({keys}))", build)
 
 
@@ -233,3 +234,78 @@ def test_an_append_of_other_rows_meanwhile_is_no_conflict(tmp_path):
 
     _register_racing(store, append_other, _registration())
     assert {row["k"] for row in _rows(store.messages_path)} == {"f", "m1", "m2", "m3", "z9"}
+
+
+def _locked_store(path):
+    """The store with m1 and m2 locked by token ``tok-1`` until 30 s after NOW."""
+    store = _with_frontier(path)
+    apply_rows(store, [_lock("m1"), _lock("m2")], [1], NOW)
+    return store
+
+
+def _completion(*keys, token="tok-1"):
+    """What completing ``keys`` in one call commits (SETTLE-1): rows removed if the lock is
+    held, LOCK_LOST otherwise."""
+    return [{"pid": 1, "k": key, "_op": "settle_delete", "_token": token, "_guard": "LOCK_LOST"}
+            for key in keys]
+
+
+def test_settle_1_a_completion_of_many_messages_is_one_write_with_the_merge_s_result(tmp_path):
+    by_write = _locked_store(str(tmp_path / "w"))
+    by_merge = _locked_store(str(tmp_path / "m"))
+    apply_rows(by_write, _completion("m1", "m2"), [1], NOW)
+    merge_rows(by_merge, by_merge.messages_path, apply_merge([1], NOW, ops=["settle_delete"]),
+               _completion("m1", "m2"))
+    assert _rows(by_write.messages_path) == _rows(by_merge.messages_path)
+    assert [row["k"] for row in _rows(by_write.messages_path)] == ["f"]
+    assert DeltaTable(by_write.messages_path).history(1)[0]["operation"] == "DELETE"
+
+
+@pytest.mark.parametrize("concurrent", [
+    pytest.param(lambda t: t.update(predicate="pid = 1 AND k = 'm2'",
+                                    updates={"lock_token": "'tok-2'"}),
+                 id="a lock of another holder after the old one expired"),
+    pytest.param(lambda t: t.delete("pid = 1 AND k = 'm2'"), id="a message settled meanwhile"),
+])
+def test_settle_5_a_commit_between_the_guard_query_and_a_completion_makes_it_a_conflict(
+        tmp_path, monkeypatch, concurrent):
+    """The removal is committed against the snapshot the guard query found every lock held
+    on: a commit to those rows after it makes delta-rs refuse the DELETE (retried from a
+    fresh check, which then finds the lock lost)."""
+    store = _locked_store(str(tmp_path / "t"))
+    checked = rs_merge._tripped_guard
+
+    def check_then_commit(table, *args):
+        code = checked(table, *args)
+        concurrent(DeltaTable(store.messages_path))
+        return code
+
+    monkeypatch.setattr(rs_merge, "_tripped_guard", check_then_commit)
+    with pytest.raises(CommitFailedError):
+        apply_rows(store, _completion("m1", "m2"), [1], NOW)
+    assert "m1" in {row["k"] for row in _rows(store.messages_path)}  # nothing of the lost one
+
+
+@pytest.mark.parametrize("rows, now", [
+    (_completion("m1", "m2", token="tok-other"), NOW),       # not the lock's token
+    (_completion("m1", "gone"), NOW),                        # one message settled already
+    (_completion("m1", "m2"), NOW + timedelta(seconds=30)),  # the locks expired
+])
+def test_settle_5_a_completion_with_a_lock_not_held_trips_lock_lost_and_writes_nothing(
+        tmp_path, rows, now):
+    store = _locked_store(str(tmp_path / "t"))
+    before, version = _rows(store.messages_path), DeltaTable(store.messages_path).version()
+    with pytest.raises(GuardTripped) as tripped:
+        apply_rows(store, rows, [1], now)
+    assert tripped.value.code == "LOCK_LOST"
+    assert DeltaTable(store.messages_path).version() == version
+    assert _rows(store.messages_path) == before
+
+
+def test_a_dead_letter_table_s_completion_stays_a_merge_keeping_its_tombstones(tmp_path):
+    store = _locked_store(str(tmp_path / "t"))
+    store.dead_letter = True
+    apply_rows(store, _completion("m1", "m2"), [1], NOW)
+    assert {row["k"]: row["state"] for row in _rows(store.messages_path)
+            if row["kind"] == MSG} == {"m1": "COMPLETED", "m2": "COMPLETED"}
+    assert DeltaTable(store.messages_path).history(1)[0]["operation"] == "MERGE"
