@@ -278,12 +278,12 @@ def replace_rows(store, spec: MergeSpec, rows: List[dict], pids: Iterable[int]) 
     and (on a table without tombstones) ``delete``, ``purge`` or ``settle_delete`` (a
     receive registering new messages and moving its frontiers, or removing what it hands
     out; a completion of many messages, each lock found held by the guards), as ONE
-    delta-rs write replacing the rows of their keys (:func:`.rs_merge.replace`): the guards checked on the
-    snapshot it commits against; an updated row is the table's row with the source's
-    :data:`UPDATED_COLUMNS` and its revision moved on (the MERGE's update clause), an
-    inserted row the source's columns (its insert clause), a removed row is not written
-    again. Same rows, same conflicts, less than half the time of delta-rs's MERGE
-    (issue 16)."""
+    delta-rs write replacing the rows of their keys (:func:`.rs_merge.replace`): the guards
+    checked on the snapshot it commits against; an updated row is the table's row with the
+    source's :data:`UPDATED_COLUMNS` and its revision moved on (the MERGE's update clause),
+    an inserted row the source's columns (its insert clause), a removed row is not written
+    again (rows that are only removed: one DELETE of their keys). Same rows, same
+    conflicts, less than half the time of delta-rs's MERGE (issue 16)."""
     matched = {(int(row["pid"]), row["k"]): row for row in rows if row["_op"] != "insert"}
     inserts = [row for row in rows if row["_op"] == "insert"]
 

@@ -359,7 +359,8 @@ def append_once(path: str, names: Sequence[str], rows: Sequence[tuple], app_id: 
                                     schema=pa.schema(table.schema().to_arrow()))
         write_deltalake(table, data, mode="append", commit_properties=CommitProperties(
             app_transactions=[Transaction(app_id, int(version))]),
-            writer_properties=writer_properties(), post_commithook_properties=post_commit_properties())
+            writer_properties=writer_properties(),
+            post_commithook_properties=post_commit_properties())
     checkpoint_after(table, before)
     return True
 
