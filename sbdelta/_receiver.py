@@ -505,14 +505,18 @@ class ServiceBusReceiver(Handler):
                 raise ServiceBusInvalidOperationError(
                     f"not a lock token: {bad[0]!r}; lock tokens are UUID strings from received "
                     "messages")
-            tokens = self._conn.spark.createDataFrame([(t,) for t in items], "_token STRING")
-            return self._settle_tokens(tokens, action, reason, description)
+            # The rows a list of messages settles (no DataFrame, so no JVM under delta-rs);
+            # a token given twice settles its message once.
+            locked = [Locked(seq_of_token(t), t) for t in dict.fromkeys(items)]
+            return self._settle_tokens(locked, action, reason, description)
         self._settle(items, action, reason=reason, description=description)
         return len(items)
 
-    def _settle_tokens(self, tokens, action: str, reason: Optional[str],
-                       description: Optional[str]) -> int:
-        """Settle a DataFrame of lock tokens (column ``_token``) in ONE commit, all or nothing."""
+    def _settle_tokens(self, tokens: Union[List[Locked], Any], action: str,
+                       reason: Optional[str], description: Optional[str]) -> int:
+        """Settle lock tokens in ONE commit, all or nothing: a list of them (as :class:`Locked`,
+        each once) as a list of messages is settled, a DataFrame of them (column ``_token``)
+        through Spark. Returns how many messages were settled."""
         if self._mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
             raise ServiceBusInvalidOperationError(
                 "messages received in RECEIVE_AND_DELETE mode are already settled")
@@ -523,10 +527,13 @@ class ServiceBusReceiver(Handler):
             check_session(self._session, "settle")
         entity = self._entity()
         now = self._now()
+        settlement = self._settlement(entity, action, now, reason, description)
+        what = f"{action} on {self.entity_path}"
         with self._session_settles(action):
-            return self._store(entity).settle_frame(
-                tokens, self._settlement(entity, action, now, reason, description), now,
-                what=f"{action} on {self.entity_path}")
+            if isinstance(tokens, list):
+                self._store(entity).settle(tokens, settlement, now, what=what)
+                return len(tokens)
+            return self._store(entity).settle_frame(tokens, settlement, now, what=what)
 
     @contextlib.contextmanager
     def _session_settles(self, action: str):

@@ -104,9 +104,13 @@ def settle_messages(store, messages: Sequence[Locked], settlement: Settlement, n
         if tripped.code != "LOCK_LOST":
             raise
         which = ", ".join(str(m.sequence_number) for m in messages[:10])
-        raise _lock_lost(what, f"the lock on message(s) {which} is lost: it expired, was "
-                               "released, or the message was settled already. Nothing was "
-                               "changed; receive it again") from None
+        if len(messages) > 10:
+            which += f" ... ({len(messages)} in all)"
+        whose = (f"message {which}" if len(messages) == 1
+                 else f"at least one of the messages {which}")
+        raise _lock_lost(what, f"the lock on {whose} is lost: it expired, was released, or "
+                               "the message was settled already. Nothing was settled; "
+                               "receive again") from None
     if settlement.may_dead_letter:
         store.move_dead_letters(pids, now)
 
