@@ -149,6 +149,7 @@ def run_latency(bench) -> List[Row]:
               f"delta-rs DELETE {median(rs_delete_base):.3f} s")
     return rows
 
+
 #: Messages per call of the batch-completion row.
 BATCH = 10
 

@@ -498,7 +498,7 @@ def test_issue18_a_settlement_commit_hung_past_its_lock_is_refused_when_it_resum
         with open(os.path.join(folder, "result")) as handle:
             result = json.load(handle)
         assert result["outcome"] == "MessageLockLostError", result
-        assert "lock on message" in result["message"] and "lost" in result["message"]
+        assert "the lock on message" in result["message"] and "is lost" in result["message"]
         assert _counts(admin, "q") == (0, 0, 0)  # completed once, not twice
         with open(os.path.join(folder, "after"), "w") as handle:
             handle.write("after")
