@@ -11,7 +11,7 @@ backlog inbox (the versions past the frontiers, at most :data:`VERSION_WINDOW`):
    :class:`Refusal` (gone, disabled). Each row is then delivered to its target or refused
    with a reason (refused destination, invalid row, a session destination's message without
    session id, too large).
-2. ONE guarded MERGE on the backlog's ``messages`` table moves the frontiers past the range,
+2. ONE guarded commit on the backlog's ``messages`` table moves the frontiers past the range,
    marks them with the old frontier (``fwd:<seq>``, so maintenance keeps the range), the time
    and the targets that get rows (JSON, in the frontier rows' ``application_properties``), and
    registers the refused rows as dead letters (then moved to the dead-letter table).
@@ -39,11 +39,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .._threads import run_side_by_side
-from .apply import apply_df, to_source
-from .delta import materialize, retry
+from . import rs
+from .apply import apply_df, apply_rows, to_source
+from .delta import LITERAL_ROWS, materialize, retry
 from .literals import sql_literal
 from .forward import Destination, append_once, destination_rows, done_version, writer_ids
 from .inbox import inbox_range
@@ -231,13 +232,46 @@ class _Partitions:
     folder: str
 
 
+class _Mark(NamedTuple):
+    """A frontier row, or a cancelled message's tombstone, of the backlog's messages table."""
+
+    pid: int
+    k: str
+    kind: str
+    seq: int
+    rev: int
+    lock_token: Optional[str]
+    application_properties: Optional[str]
+    marked_at: Optional[int]  # locked_until in epoch microseconds (a mark's time)
+
+
+_MARKS = f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')"
+
+
+def _micros(moment: Optional[datetime]) -> Optional[int]:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:  # a TIMESTAMP read back without its zone is UTC
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+
+
 def _read_marks(source):
+    """The backlog's frontier rows by partition, and the keys of its cancelled messages:
+    through delta-rs where it reads the table (no Spark job), else one Spark query."""
     from pyspark.sql import functions as F
 
-    found = (source.messages()
-             .where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')")
-             .select("pid", "k", "kind", "seq", "rev", "lock_token", "application_properties",
-                     F.expr("unix_micros(locked_until)").alias("marked_at")).collect())
+    found = None
+    if source.engine.reads(source.messages_path):
+        rows = rs.select(source.messages_path, _MARKS, LITERAL_ROWS + 1)
+        if rows is not None and len(rows) <= LITERAL_ROWS:
+            found = [_Mark(r["pid"], r["k"], r["kind"], r["seq"], r["rev"], r["lock_token"],
+                           r["application_properties"], _micros(r["locked_until"]))
+                     for r in rows]
+    if found is None:
+        found = [_Mark(*r) for r in source.messages().where(_MARKS).select(
+            "pid", "k", "kind", "seq", "rev", "lock_token", "application_properties",
+            F.expr("unix_micros(locked_until)").alias("marked_at")).collect()]
     current = {r.pid: r for r in found if r.kind == FRONTIER}
     tombstones = [r.k for r in found if r.kind == MSG]
     return current, tombstones
@@ -346,14 +380,28 @@ def _union(a, b):
 
 def _commit(source, current, pids: List[int], seqs: Optional[Dict[int, int]], now: datetime,
             marking: Optional[Tuple[Dict[int, str], str]], dead) -> None:
-    """ONE guarded MERGE on the backlog's messages table: the frontier rows of ``pids`` set to
-    ``seqs`` (unchanged where not given), marked per ``marking`` (the old frontiers and the
-    targets) or unmarked; ``dead`` rows (restored rows with ``_reason``) registered as dead
-    letters, then moved to the dead-letter table."""
+    """ONE guarded commit on the backlog's messages table: the frontier rows of ``pids`` set
+    to ``seqs`` (unchanged where not given), marked per ``marking`` (the old frontiers and
+    the targets) or unmarked; ``dead`` rows (restored rows with ``_reason``) registered as
+    dead letters, then moved to the dead-letter table. Without dead letters the rows are
+    built in Python and committed by :func:`.apply.apply_rows` (delta-rs where the store's
+    engine settles there: no Spark job); with them, one Spark MERGE of both."""
     from pyspark.sql import functions as F
 
     marks, decisions = marking if marking is not None else ({}, None)
     seqs = seqs or {}
+    if dead is None:  # frontier rows only: built here (through delta-rs where it settles)
+        rows = []
+        for p in pids:
+            rev = current[p].rev if p in current else None
+            rows.append({
+                "pid": p, "k": "f", "kind": FRONTIER,
+                "seq": seqs.get(p, current[p].seq if p in current else -1),
+                "rev": rev or 0, "_rev": rev, "_op": "insert" if rev is None else "update",
+                "lock_token": marks.get(p), "locked_until": now if p in marks else None,
+                "application_properties": decisions if p in marks else None})
+        apply_rows(source, rows, pids, now)
+        return
     values = ", ".join(
         f"({p}, CAST({seqs.get(p, current[p].seq if p in current else -1)} AS BIGINT), "
         f"CAST({sql_literal(current[p].rev if p in current else None)} AS BIGINT), "
@@ -368,21 +416,18 @@ def _commit(source, current, pids: List[int], seqs: Optional[Dict[int, int]], no
         F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
         F.coalesce("_rev", F.lit(0)).cast("bigint").alias("rev"),
         F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update")).alias("_op")))
-    dead_pids: List[int] = []
-    if dead is not None:
-        dead = dead.select(
-            *[c for c in dead.columns if c not in _KEPT_AS_SENT and c != "_orig"],
-            *[F.col(f"_orig.{c}").alias(c) for c in _KEPT_AS_SENT])  # the backlog form
-        plan = plan.unionByName(to_source(
-            dead.withColumn("dead_letter_reason", F.col("_reason"))
-            .withColumn("dead_letter_error_description", F.col("_description"))
-            .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
-            .withColumn("delivery_count", F.lit(0))
-            .withColumn("visible_at", F.col("enqueued_time"))
-            .withColumn("_op", F.lit("insert"))))
-        dead_pids = sorted({r.pid for r in dead.select("pid").distinct().collect()})
-    every = sorted(set(pids) | set(dead_pids))
-    apply_df(source, plan.drop("_out"), every, now)
+    dead = dead.select(
+        *[c for c in dead.columns if c not in _KEPT_AS_SENT and c != "_orig"],
+        *[F.col(f"_orig.{c}").alias(c) for c in _KEPT_AS_SENT])  # the backlog form
+    plan = plan.unionByName(to_source(
+        dead.withColumn("dead_letter_reason", F.col("_reason"))
+        .withColumn("dead_letter_error_description", F.col("_description"))
+        .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
+        .withColumn("delivery_count", F.lit(0))
+        .withColumn("visible_at", F.col("enqueued_time"))
+        .withColumn("_op", F.lit("insert"))))
+    dead_pids = sorted({r.pid for r in dead.select("pid").distinct().collect()})
+    apply_df(source, plan.drop("_out"), sorted(set(pids) | set(dead_pids)), now)
     if dead_pids:
         source.move_dead_letters(dead_pids, now)
 
