@@ -28,20 +28,20 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .._durations import expiry_sql
 from .._connect import is_connect
-from . import forward_rows, history
-from .apply import apply_df, as_ops, to_source
-from .delta import latest_snapshot, materialize, retry
+from . import forward_rows, history, rs
+from .apply import apply_df, apply_rows, as_ops, source_relation, to_source
+from .delta import LITERAL_ROWS, latest_snapshot, materialize, retry
 from .literals import sql_literal
 from .inbox import inbox_range
 from .layout import (ACTIVE, CANCELLED, DEADLETTERING, DEFERRED, FORWARDING, FRONTIER,
                      HOP_LIMIT_DESCRIPTION, HOP_LIMIT_REASON, INBOX_NAMES, MAX_HOPS,
                      MAX_ROWS_PER_PARTITION_PER_COMMIT, MSG, OPERATION_BOUND, SCHEDULED,
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON,
-                     frontier_at, key_sql, mark, marked_from, start_version, version_of)
+                     key_sql, marked_from, start_version, version_of)
 from .locks import Policy, expired_sql, free_sql, lock_token, lock_token_prefix, lock_token_sql
 from .reads import query
 
@@ -204,22 +204,62 @@ def _classified(source, frontiers, hi: int, tombstone_keys, policy: Policy, now:
     return rows, counts
 
 
-def _new_step(source, dest: Destination, policy: Policy, now: datetime):
-    """One range of versions: (messages forwarded, whether versions are left)."""
+class Mark(NamedTuple):
+    """A frontier row, or a cancelled message's tombstone, of a mover's source (a forwarding
+    source, a backlog queue): what :func:`read_marks` reads."""
+
+    pid: int
+    k: str
+    kind: str
+    seq: int
+    rev: int
+    lock_token: Optional[str]
+    application_properties: Optional[str]
+    marked_at: Optional[int]  # locked_until in epoch microseconds (a mark's time)
+
+
+_MARKS = f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')"
+
+
+def _micros(moment: Optional[datetime]) -> Optional[int]:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:  # a TIMESTAMP read back without its zone is UTC
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+
+
+def read_marks(source) -> Tuple[Dict[int, Mark], List[str]]:
+    """A mover's source's frontier rows by partition (with the mark a mover left on them),
+    and the keys of its cancelled messages: through delta-rs where it reads the table (no
+    Spark job), else one Spark query."""
     from pyspark.sql import functions as F
 
+    found = None
+    if source.engine.reads(source.messages_path):
+        rows = rs.select(source.messages_path, _MARKS, LITERAL_ROWS + 1)
+        if rows is not None and len(rows) <= LITERAL_ROWS:
+            found = [Mark(r["pid"], r["k"], r["kind"], r["seq"], r["rev"], r["lock_token"],
+                           r["application_properties"], _micros(r["locked_until"]))
+                     for r in rows]
+    if found is None:
+        found = [Mark(*r) for r in source.messages().where(_MARKS).select(
+            "pid", "k", "kind", "seq", "rev", "lock_token", "application_properties",
+            F.expr("unix_micros(locked_until)").alias("marked_at")).collect()]
+    current = {r.pid: r for r in found if r.kind == FRONTIER}
+    tombstones = [r.k for r in found if r.kind == MSG]
+    return current, tombstones
+
+
+def _new_step(source, dest: Destination, policy: Policy, now: datetime):
+    """One range of versions: (messages forwarded, whether versions are left)."""
     ids = writer_ids(source, "fwd")
     app_id = ids[0]
     if forward_rows.usable(source, dest):  # a local namespace: delta-rs, no Spark job
         step = forward_rows.new_step(source, dest, policy, now, ids, VERSION_WINDOW)
         if step is not None:
             return step
-    found = (source.messages()
-             .where(f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')")
-             .select("pid", "k", "kind", "seq", "rev", "lock_token",
-                     F.expr("unix_micros(locked_until)").alias("marked_at")).collect())
-    current = {r.pid: r for r in found if r.kind == FRONTIER}
-    tombstones = [r.k for r in found if r.kind == MSG]
+    current, tombstones = read_marks(source)
     # 1. A range marked by a mover that stopped before its append landed: append it now, as
     #    that mover would have (the same rows, the same transaction version). (The
     #    destination's transactions are read only when a frontier holds a mark: reading them
@@ -243,7 +283,7 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
         return forwarded, True
 
     # 2. The next range: mark it (frontiers moved, the old ones kept in the mark, dead letters
-    #    registered) in ONE guarded MERGE, then append it.
+    #    registered) in ONE guarded commit, then append it.
     frontiers = {p: current[p].seq if p in current else -1 for p in range(source.partitions)}
     latest = source.latest_version(source.inbox_path)
     lagging = {p: start_version(f) for p, f in frontiers.items() if start_version(f) <= latest}
@@ -267,38 +307,38 @@ def _new_step(source, dest: Destination, policy: Policy, now: datetime):
     forwarded = sum(per_pid.values())
     # Marked (with the time it was marked at, which a recovery classifies with) only when
     # something is to be appended: else there is nothing to recover.
-    values = ", ".join(
-        f"({p}, CAST({frontier_at(p, hi)} AS BIGINT), "
-        f"CAST({sql_literal(current[p].rev if p in current else None)} AS BIGINT), "
-        f"CAST({sql_literal(mark(frontiers[p]) if forwarded else None)} AS STRING), "
-        f"CAST({sql_literal(now if forwarded else None)} AS TIMESTAMP))"
-        for p in pids)
-    fronts = source.spark.sql(
-        f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev, lock_token, locked_until)").select(
-        "pid", "seq", "_rev", "lock_token", "locked_until", F.lit("f").alias("k"),
-        F.lit(FRONTIER).alias("kind"), F.coalesce("_rev", F.lit(0)).cast("bigint").alias("rev"),
-        F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update")).alias("_op"))
-    plan = to_source(fronts)
     dead = sum(n for (fwd, _), n in counts.items() if not fwd)
-    if dead:
-        hop = F.col("dead_letter_reason").isNull()
-        plan = plan.unionByName(to_source(
-            rows.where("_dead")
-            .withColumn("dead_letter_error_description",
-                        F.when(hop, F.lit(HOP_LIMIT_DESCRIPTION))
-                        .otherwise(F.col("dead_letter_error_description")))
-            .withColumn("dead_letter_reason", F.coalesce("dead_letter_reason",
-                                                         F.lit(HOP_LIMIT_REASON)))
-            .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
-            .withColumn("delivery_count", F.lit(0))
-            .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
-            .withColumn("_op", F.lit("insert"))))
-    apply_df(source, plan.drop("_out"), pids, now)
-    if dead:
-        source.move_dead_letters(pids, now)
+    fronts = [forward_rows.frontier_row(p, hi, current[p].rev if p in current else None,
+                                        frontiers[p], now if forwarded else None)
+              for p in pids]
+    if not dead:  # frontier rows only: through delta-rs where it settles (no Spark job)
+        apply_rows(source, fronts, pids, now)
+    else:
+        _commit_with_dead_letters(source, fronts, rows.where("_dead"), pids, now)
     if forwarded:
         append_once(dest.store, destination_rows(rows.where("_fwd"), dest, now), app_id, hi)
     return forwarded, hi < latest
+
+
+def _commit_with_dead_letters(source, fronts, dead, pids, now: datetime) -> None:
+    """ONE guarded Spark MERGE of the frontier rows ``fronts`` and the ``dead`` rows
+    registered as dead letters (a fifth hop: HOP_LIMIT_REASON), then their move to the
+    dead-letter table."""
+    from pyspark.sql import functions as F
+
+    hop = F.col("dead_letter_reason").isNull()
+    plan = source_relation(source.spark, fronts).unionByName(to_source(
+        dead.withColumn("dead_letter_error_description",
+                        F.when(hop, F.lit(HOP_LIMIT_DESCRIPTION))
+                        .otherwise(F.col("dead_letter_error_description")))
+        .withColumn("dead_letter_reason", F.coalesce("dead_letter_reason",
+                                                     F.lit(HOP_LIMIT_REASON)))
+        .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
+        .withColumn("delivery_count", F.lit(0))
+        .withColumn("visible_at", F.coalesce("scheduled_enqueue_time", "enqueued_time"))
+        .withColumn("_op", F.lit("insert"))).drop("_out"))
+    apply_df(source, plan, pids, now)
+    source.move_dead_letters(pids, now)
 
 
 # -- registered rows -------------------------------------------------------------------------------

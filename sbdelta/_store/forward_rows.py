@@ -100,8 +100,8 @@ def new_step(source, dest, policy: Policy, now: datetime, ids: Tuple[str, ...],
     dead = [r for r in rows if r["_dead"]]
     if len(forwarded) > MAX_ROWS_PER_PARTITION_PER_COMMIT:
         return None  # more than one destination commit can number: Spark's halving
-    plan = [_frontier_row(p, hi, current.get(p), frontiers[p], now if forwarded else None)
-            for p in pids]
+    plan = [frontier_row(p, hi, current[p]["rev"] if p in current else None, frontiers[p],
+                         now if forwarded else None) for p in pids]
     plan += [_dead_letter_row(r) for r in dead]
     apply_rows(source, plan, pids, now)
     if dead:
@@ -162,11 +162,11 @@ def _classified(source, frontiers: Dict[int, int], lo: int, hi: int, tombstones:
     return out
 
 
-def _frontier_row(pid: int, hi: int, current: Optional[dict], frontier: int,
-                  marked_at: Optional[datetime]) -> dict:
-    """The apply row moving ``pid``'s frontier past version ``hi``, marked with the old one
-    (and when) while a range is on its way to the destination."""
-    rev = None if current is None else current["rev"]
+def frontier_row(pid: int, hi: int, rev: Optional[int], frontier: int,
+                 marked_at: Optional[datetime]) -> dict:
+    """The apply row moving ``pid``'s frontier (at revision ``rev``; None: not registered
+    yet) past version ``hi``, marked with the old one (and when) while a range is on its way
+    to the destination."""
     return {"pid": pid, "k": "f", "kind": FRONTIER, "seq": frontier_at(pid, hi),
             "rev": rev or 0, "_rev": rev, "_op": "insert" if rev is None else "update",
             "lock_token": mark(frontier) if marked_at is not None else None,

@@ -39,16 +39,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .._threads import run_side_by_side
-from . import rs
 from .apply import apply_df, apply_rows, to_source
-from .delta import LITERAL_ROWS, materialize, retry
+from .delta import materialize, retry
 from .literals import sql_literal
-from .forward import Destination, append_once, destination_rows, done_version, writer_ids
+from .forward import (Destination, append_once, destination_rows, done_version, read_marks,
+                      writer_ids)
 from .inbox import inbox_range
-from .layout import (CANCELLED, DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,
+from .layout import (DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,
                      MAX_VERSION, MESSAGE_FIELDS, MSG, VERSION_SHIFT, frontier_at, key_sql, mark, marked_from, start_version,
                      version_of)
 
@@ -232,51 +232,6 @@ class _Partitions:
     folder: str
 
 
-class _Mark(NamedTuple):
-    """A frontier row, or a cancelled message's tombstone, of the backlog's messages table."""
-
-    pid: int
-    k: str
-    kind: str
-    seq: int
-    rev: int
-    lock_token: Optional[str]
-    application_properties: Optional[str]
-    marked_at: Optional[int]  # locked_until in epoch microseconds (a mark's time)
-
-
-_MARKS = f"kind = '{FRONTIER}' OR (kind = '{MSG}' AND state = '{CANCELLED}')"
-
-
-def _micros(moment: Optional[datetime]) -> Optional[int]:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:  # a TIMESTAMP read back without its zone is UTC
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
-
-
-def _read_marks(source):
-    """The backlog's frontier rows by partition, and the keys of its cancelled messages:
-    through delta-rs where it reads the table (no Spark job), else one Spark query."""
-    from pyspark.sql import functions as F
-
-    found = None
-    if source.engine.reads(source.messages_path):
-        rows = rs.select(source.messages_path, _MARKS, LITERAL_ROWS + 1)
-        if rows is not None and len(rows) <= LITERAL_ROWS:
-            found = [_Mark(r["pid"], r["k"], r["kind"], r["seq"], r["rev"], r["lock_token"],
-                           r["application_properties"], _micros(r["locked_until"]))
-                     for r in rows]
-    if found is None:
-        found = [_Mark(*r) for r in source.messages().where(_MARKS).select(
-            "pid", "k", "kind", "seq", "rev", "lock_token", "application_properties",
-            F.expr("unix_micros(locked_until)").alias("marked_at")).collect()]
-    current = {r.pid: r for r in found if r.kind == FRONTIER}
-    tombstones = [r.k for r in found if r.kind == MSG]
-    return current, tombstones
-
-
 @dataclass
 class Progress:
     """What a mover knows between its steps and runs: the mark it finished itself (per
@@ -291,7 +246,7 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
     versions are left)."""
     from pyspark.sql import functions as F
 
-    current, tombstones = _read_marks(source)
+    current, tombstones = read_marks(source)
     marked = {p: r for p, r in current.items() if marked_from(r.lock_token) is not None}
     moved, late = Moved(steps=1), None
     if marked and {p: r.rev for p, r in marked.items()} != memo.finished:
