@@ -157,6 +157,30 @@ def _move_away(root, queue):
     return lambda: os.rename(folder + ".away", folder)
 
 
+def test_pair_7_a_syphon_claims_its_ranges_through_delta_rs_on_a_local_namespace(
+        spark, paired, clock):
+    """The commits on the backlog queue's messages table that claim a range (frontiers moved
+    and marked) are delta-rs writes on a local namespace, no Spark MERGE, when they register
+    no dead letters; the messages still arrive once."""
+    import glob
+
+    from deltalake import DeltaTable
+
+    primary, secondary, admin, backlog = paired
+    admin.create_queue("q1")
+    park(spark, clock, secondary, backlog, [(ServiceBusMessage(f"m{i}"), "q1") for i in range(3)])
+    (folder,) = glob.glob(os.path.join(secondary, "queues", "*", "*", "messages"))
+    before = DeltaTable(folder).version()
+    syphon = Syphon(primary, secondary, spark=spark, clock=clock, engine="auto")
+    assert syphon.drain().moved == {"q1": 3}
+    commits = [c for c in DeltaTable(folder).history() if c["version"] > before]
+    assert commits, "the drain claimed nothing on the backlog queue"
+    assert {c.get("engineInfo", "").split(":")[0] for c in commits} == {"delta-rs"}
+    with ServiceBusClient(primary, spark=spark, clock=clock) as home:
+        got = home.get_queue_receiver("q1", max_wait_time=0).receive_messages(10)
+    assert sorted(str(m) for m in got) == ["m0", "m1", "m2"]
+
+
 def test_pair_7_a_move_stopped_by_a_storage_fault_is_finished_by_the_next_run_exactly_once(
         spark, paired, clock):
     primary, secondary, admin, backlog = paired
