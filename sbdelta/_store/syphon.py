@@ -42,7 +42,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .._threads import run_side_by_side
-from .apply import apply_df, apply_rows, to_source
+from .apply import apply_df, apply_rows, source_relation, to_source
 from .delta import materialize, retry
 from .literals import sql_literal
 from .forward import (Destination, append_once, destination_rows, done_version, read_marks,
@@ -345,44 +345,30 @@ def _commit(source, current, pids: List[int], seqs: Optional[Dict[int, int]], no
 
     marks, decisions = marking if marking is not None else ({}, None)
     seqs = seqs or {}
-    if dead is None:  # frontier rows only: built here (through delta-rs where it settles)
-        rows = []
-        for p in pids:
-            rev = current[p].rev if p in current else None
-            rows.append({
-                "pid": p, "k": "f", "kind": FRONTIER,
-                "seq": seqs.get(p, current[p].seq if p in current else -1),
-                "rev": rev or 0, "_rev": rev, "_op": "insert" if rev is None else "update",
-                "lock_token": marks.get(p), "locked_until": now if p in marks else None,
-                "application_properties": decisions if p in marks else None})
+    rows = []
+    for p in pids:
+        rev = current[p].rev if p in current else None
+        rows.append({
+            "pid": p, "k": "f", "kind": FRONTIER,
+            "seq": seqs.get(p, current[p].seq if p in current else -1),
+            "rev": rev or 0, "_rev": rev, "_op": "insert" if rev is None else "update",
+            "lock_token": marks.get(p), "locked_until": now if p in marks else None,
+            "application_properties": decisions if p in marks else None})
+    if dead is None:  # frontier rows only: through delta-rs where it settles (no Spark job)
         apply_rows(source, rows, pids, now)
         return
-    values = ", ".join(
-        f"({p}, CAST({seqs.get(p, current[p].seq if p in current else -1)} AS BIGINT), "
-        f"CAST({sql_literal(current[p].rev if p in current else None)} AS BIGINT), "
-        f"CAST({sql_literal(marks.get(p))} AS STRING), "
-        f"CAST({sql_literal(now if p in marks else None)} AS TIMESTAMP), "
-        f"CAST({sql_literal(decisions if p in marks else None)} AS STRING))"
-        for p in pids)
-    plan = to_source(source.spark.sql(
-        f"SELECT * FROM VALUES {values} AS v(pid, seq, _rev, lock_token, locked_until, "
-        "application_properties)").select(
-        "pid", "seq", "_rev", "lock_token", "locked_until", "application_properties",
-        F.lit("f").alias("k"), F.lit(FRONTIER).alias("kind"),
-        F.coalesce("_rev", F.lit(0)).cast("bigint").alias("rev"),
-        F.when(F.col("_rev").isNull(), F.lit("insert")).otherwise(F.lit("update")).alias("_op")))
     dead = dead.select(
         *[c for c in dead.columns if c not in _KEPT_AS_SENT and c != "_orig"],
         *[F.col(f"_orig.{c}").alias(c) for c in _KEPT_AS_SENT])  # the backlog form
-    plan = plan.unionByName(to_source(
+    plan = source_relation(source.spark, rows).unionByName(to_source(
         dead.withColumn("dead_letter_reason", F.col("_reason"))
         .withColumn("dead_letter_error_description", F.col("_description"))
         .withColumn("rev", F.lit(0)).withColumn("state", F.lit(DEADLETTERING))
         .withColumn("delivery_count", F.lit(0))
         .withColumn("visible_at", F.col("enqueued_time"))
-        .withColumn("_op", F.lit("insert"))))
+        .withColumn("_op", F.lit("insert"))).drop("_out"))
     dead_pids = sorted({r.pid for r in dead.select("pid").distinct().collect()})
-    apply_df(source, plan.drop("_out"), sorted(set(pids) | set(dead_pids)), now)
+    apply_df(source, plan, sorted(set(pids) | set(dead_pids)), now)
     if dead_pids:
         source.move_dead_letters(dead_pids, now)
 
