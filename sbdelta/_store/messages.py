@@ -218,6 +218,11 @@ class MessageStore:
                now: datetime, *, what: str) -> None:
         settle.settle_messages(self, messages, settlement, now, what=what)
 
+    def void_locks(self, now: datetime) -> int:
+        """End every message lock held at ``now`` here and in the dead-letter table
+        (SETTLE-7: the entity's properties changed); returns how many ended."""
+        return settle.void_locks(self, now) + settle.void_locks(self.dead_letter_store(), now)
+
     def settle_frame(self, tokens, settlement: settle.Settlement, now: datetime, *,
                      what: str) -> int:
         return settle.settle_frame(self, tokens, settlement, now, what=what)

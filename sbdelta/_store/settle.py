@@ -20,7 +20,7 @@ from .apply import (apply_df, apply_rows, delete_or_update, max_delivery_descrip
 from .delta import guard_error, retry
 from .guards import GuardTripped
 from .literals import sql_literal
-from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, PID_MASK,
+from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, MSG, PID_MASK,
                      PID_SHIFT, key_sql, msg_key, partition_of)
 from .locks import lock_held_sql, seq_of_token_sql
 
@@ -216,3 +216,15 @@ def _settle_sets(row: dict, *, dead_letter: bool) -> Optional[Dict[str, str]]:
                                    "application_properties)"),
         "rev": "rev + 1",
     }
+
+
+def void_locks(store, now: datetime) -> int:
+    """End every message lock of ``store`` held at ``now``, in ONE UPDATE (SETTLE-7: a lock
+    is lost when the entity's properties change while the message is locked). The lock ends
+    at ``now``, as if it had expired then: every later settlement or renewal of it, through a
+    message, a lock token or a DataFrame of tokens, raises MessageLockLostError, and the
+    message may be received again. Returns how many locks ended."""
+    when = sql_literal(now)
+    return retry(lambda: delete_or_update(
+        store, f"kind = '{MSG}' AND lock_token IS NOT NULL AND locked_until > {when}",
+        {"locked_until": when, "rev": "rev + 1"}), what=f"lock release in {store.messages_path}")

@@ -564,8 +564,15 @@ class ServiceBusAdministrationClient:
         data = entity.to_dict()
         for field in _TIMESTAMPS:
             data.pop(field, None)
+        now = self._ns.clock.now()
+        if ref.kind in ("queue", "subscription"):
+            # SETTLE-7: the locks held now are lost, whatever form settles them later. Ended
+            # before the registry commit: if that fails, the update is not made and locks
+            # ended early are all it did (a lock "can be lost", SETTLE-7); the other way
+            # round a failed release would leave an update whose token settlements still hold.
+            EntityResolver(self._ns).resolve(ref).store.void_locks(now)
         try:
-            self._ns.registry.update(ref.key, ref.kind, data, self._ns.clock.now())
+            self._ns.registry.update(ref.key, ref.kind, data, now)
         except GuardTripped:
             raise MessagingEntityNotFoundError(f"{ref.label} was deleted") from None
 

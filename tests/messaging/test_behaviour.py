@@ -44,6 +44,14 @@ class Target:
             return self.client.get_queue_receiver(self.queue, **kwargs)
         return self.client.get_subscription_receiver(self.topic, self.subscription, **kwargs)
 
+    def update(self, **changes):
+        """Change the entity's properties through the admin client."""
+        if self.queue:
+            self.admin.update_queue(self.admin.get_queue(self.queue), **changes)
+        else:
+            self.admin.update_subscription(
+                self.topic, self.admin.get_subscription(self.topic, self.subscription), **changes)
+
     def runtime(self):
         if self.queue:
             return self.admin.get_queue_runtime_properties(self.queue)
@@ -233,6 +241,41 @@ def test_batch_settlement_is_all_or_nothing(client, entity, clock):
     with pytest.raises(MessageLockLostError, match="Nothing was settled"):
         receiver.complete_messages([early.lock_token, late.lock_token])
     receiver.complete_message(late)  # untouched by the failed batch
+
+
+def test_settle_7_an_entity_update_voids_every_lock_however_it_is_settled(client, entity,
+                                                                         clock, spark):
+    """SETTLE-7: a change of the entity's properties loses the locks held then, in the store,
+    so that settling by lock tokens or by a DataFrame of them (which no received message
+    object stands behind) is refused as settling the message is; the dead-letter queue's locks
+    too. The messages come back to the next receive (delivered again), and locks taken after
+    the update hold."""
+    e = entity(lock_duration=timedelta(minutes=1))
+    e.sender().send_messages([ServiceBusMessage(f"m{i}") for i in range(4)])
+    receiver = e.receiver()
+    dead = receive_all(receiver, 1, batch=1)
+    receiver.dead_letter_message(dead[0], reason="checked")
+    dlq = e.receiver(sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+    (in_dlq,) = dlq.receive_messages(5)
+    got = receive_all(receiver, 3)
+    clock.advance(timedelta(seconds=1))
+    e.update(max_delivery_count=5)
+    with pytest.raises(MessageLockLostError, match="Nothing was settled"):
+        receiver.complete_messages([got[0].lock_token])
+    tokens = spark.createDataFrame([(m.lock_token,) for m in got[1:]], "lock_token string")
+    with pytest.raises(MessageLockLostError, match="Nothing was settled"):
+        receiver.abandon_messages(tokens)
+    with pytest.raises(MessageLockLostError, match="Nothing was settled"):
+        dlq.complete_messages([in_dlq.lock_token])
+    with pytest.raises(MessageLockLostError, match="was updated"):
+        receiver.complete_message(got[0])
+    again = receive_all(receiver, 3)
+    assert bodies(again) == bodies(got) and {m.delivery_count for m in again} == {2}
+    assert receiver.complete_messages([m.lock_token for m in again]) == 3
+    (dead_again,) = dlq.receive_messages(5)
+    assert str(dead_again) == str(dead[0])
+    assert dlq.complete_messages([dead_again.lock_token]) == 1
+    assert counts(e) == {"active": 0, "scheduled": 0, "deferred": 0, "dead": 0}
 
 
 # -- duplicate detection, scheduling, TTL -----------------------------------------------------

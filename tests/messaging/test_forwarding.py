@@ -134,19 +134,28 @@ def test_fwd_2_maintenance_moves_what_a_source_held_before_it_forwarded(
     client.get_queue_sender(src).send_messages(
         ServiceBusMessage("short", message_id="short", time_to_live=timedelta(seconds=10)))
     clock.advance(timedelta(seconds=11))
-    receiver.abandon_message(taken[0])              # registered, free again
+    receiver.abandon_message(taken[3])              # registered, free again
     receiver.defer_message(taken[1])                # deferred
     receiver.dead_letter_message(taken[2], reason="bad")  # a dead letter
-    held = taken[3]                                 # still locked by its receiver
     # Two never received (unregistered inbox rows).
     admin.update_queue(admin.get_queue(src), forward_to=dest,
                        forward_dead_lettered_messages_to=dead_dest)
+    # The update ended taken[0]'s lock (SETTLE-7), and the queue now refuses receivers
+    # (FWD-2). A receive that resolved the queue before the update and committed its lock
+    # after it takes taken[0] again (the lowest sequence number of the free ones: its lock
+    # did end) and holds it while the job runs: the store's lock grant, as that receive
+    # makes it.
+    source = _resolver(ns, spark, clock, None).queue(src)
+    (held,), _ = source.store.acquire(1, policy=source.policy, now=clock.now(), delete=False,
+                                      as_rows=True)
+    assert (held.message_id, held.delivery_count) == (taken[0].message_id, 2)
     report = forward_messages(ns, spark=spark, clock=clock, entities=[src])
     [moved] = report.entities
     assert (moved.forwarded, moved.dead_letters_forwarded) == (4, 2)
     assert "dead letters 2" in str(report)
-    # The locked message waits for its lock to end, then moves too.
-    clock.advance(timedelta(seconds=20))
+    # The locked message waits for its lock (30 s from the second receive) to end, then
+    # moves too.
+    clock.advance(timedelta(seconds=31))
     report = forward_messages(ns, spark=spark, clock=clock, entities=[src])
     assert [(e.forwarded, e.dead_letters_forwarded) for e in report.entities] == [(1, 0)]
     assert forward_messages(ns, spark=spark, clock=clock, entities=[src]).totals() == \
