@@ -54,6 +54,7 @@ SCENARIOS = os.environ.get("SBDELTA_TEST_CONNECT_SCENARIOS", "queue")
 EXPECTED = {
     "queue": {
         "sequence_numbers": 5,          # SEND-3: five distinct numbers
+        "completed": 2,                 # m0 and m1, their tokens given twice each
         "rest": ["d2", "d3"],           # the other five are locked (RECV-2) or completed
         "deferred": ["d3"],             # SETTLE-4: by sequence number only
         "peek": ["d0", "d1", "d3", "m2"],  # locked and deferred messages are peeked too
