@@ -21,7 +21,7 @@ from .delta import guard_error, retry
 from .guards import GuardTripped
 from .literals import sql_literal
 from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, MSG, PID_MASK,
-                     PID_SHIFT, key_sql, msg_key, partition_of)
+                     PID_SHIFT, SESSION, key_sql, msg_key, partition_of)
 from .locks import lock_held_sql, seq_of_token_sql
 
 
@@ -219,12 +219,15 @@ def _settle_sets(row: dict, *, dead_letter: bool) -> Optional[Dict[str, str]]:
 
 
 def void_locks(store, now: datetime) -> int:
-    """End every message lock of ``store`` held at ``now``, in ONE UPDATE (SETTLE-7: a lock
-    is lost when the entity's properties change while the message is locked). The lock ends
-    at ``now``, as if it had expired then: every later settlement or renewal of it, through a
-    message, a lock token or a DataFrame of tokens, raises MessageLockLostError, and the
-    message may be received again. Returns how many locks ended."""
+    """End every message lock and session lock of ``store`` held at ``now``, in ONE UPDATE
+    (SETTLE-7: a lock is lost when the entity's properties change while the message is
+    locked). A lock ends at ``now``, as if it had expired then: every later settlement or
+    renewal of it, through a message, a lock token or a DataFrame of tokens, raises
+    MessageLockLostError (SessionLockLostError for a session receiver, whose message locks
+    are its session lock), and the message, or the session with its messages, may be
+    received again. Session states are kept. Returns how many locks ended."""
     when = sql_literal(now)
     return retry(lambda: delete_or_update(
-        store, f"kind = '{MSG}' AND lock_token IS NOT NULL AND locked_until > {when}",
+        store, f"kind IN ('{MSG}', '{SESSION}') AND lock_token IS NOT NULL "
+               f"AND locked_until > {when}",
         {"locked_until": when, "rev": "rev + 1"}), what=f"lock release in {store.messages_path}")

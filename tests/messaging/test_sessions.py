@@ -118,6 +118,32 @@ def test_sess_4_a_lost_session_lock_fails_every_call_and_renewal_keeps_it(
     rb.complete_message(back)
 
 
+def test_settle_7_sess_4_an_update_of_the_queue_ends_its_session_locks(
+        client, queue, admin, clock):
+    """SETTLE-7 on a session queue: an update of the queue ends the session locks held then
+    (a session receiver's message locks are its session lock): settling by lock token,
+    receiving and renewing raise SessionLockLostError; the session, its state and its
+    messages go to the next session receiver."""
+    name = queue(requires_session=True, lock_duration=LOCK)
+    send(client, name, "a-1", "a-2", "a-3")
+    ra = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
+    ra.session.set_state(b"kept")
+    got = ra.receive_messages(2)
+    clock.advance(timedelta(seconds=1))
+    admin.update_queue(admin.get_queue(name), max_delivery_count=5)
+    for call in (lambda: ra.complete_messages([got[0].lock_token]),
+                 lambda: ra.receive_messages(1), lambda: ra.session.renew_lock()):
+        with pytest.raises(SessionLockLostError, match="session lock is lost"):
+            call()
+    clock.advance(timedelta(seconds=10))  # past the lock grace of another host's clock
+    rb = client.get_queue_receiver(name, session_id="a", max_wait_time=0)
+    again = rb.receive_messages(10)
+    assert [(m.message_id, m.delivery_count) for m in again] == [
+        ("a-1", 2), ("a-2", 2), ("a-3", 1)]
+    assert rb.session.get_state() == b"kept"
+    assert rb.complete_messages(again) == 3
+
+
 @pytest.mark.parametrize("form", ["one", "list", "dataframe"])
 def test_sess_4_a_holder_whose_session_was_taken_before_its_commit_gets_session_lock_lost(
         spark, ns, client, queue, clock, form):
