@@ -219,8 +219,9 @@ class MessageStore:
         settle.settle_messages(self, messages, settlement, now, what=what)
 
     def void_locks(self, now: datetime) -> int:
-        """End every message lock held at ``now`` here and in the dead-letter table
-        (SETTLE-7: the entity's properties changed); returns how many ended."""
+        """End every message lock and session lock held at ``now`` here and in the
+        dead-letter table (SETTLE-7: the entity's properties changed); returns how many
+        ended (:func:`.settle.void_locks`)."""
         return settle.void_locks(self, now) + settle.void_locks(self.dead_letter_store(), now)
 
     def settle_frame(self, tokens, settlement: settle.Settlement, now: datetime, *,

@@ -20,8 +20,8 @@ from .apply import (apply_df, apply_rows, delete_or_update, max_delivery_descrip
 from .delta import guard_error, retry
 from .guards import GuardTripped
 from .literals import sql_literal
-from .layout import (COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, MSG, PID_MASK,
-                     PID_SHIFT, SESSION, key_sql, msg_key, partition_of)
+from .layout import (ACTIVE, COMPLETED, DEADLETTERING, DEFERRED, MAX_DELIVERY_REASON, MSG,
+                     PID_MASK, PID_SHIFT, SESSION, key_sql, msg_key, partition_of)
 from .locks import lock_held_sql, seq_of_token_sql
 
 
@@ -225,9 +225,12 @@ def void_locks(store, now: datetime) -> int:
     renewal of it, through a message, a lock token or a DataFrame of tokens, raises
     MessageLockLostError (SessionLockLostError for a session receiver, whose message locks
     are its session lock), and the message, or the session with its messages, may be
-    received again. Session states are kept. Returns how many locks ended."""
+    received again. Session states are kept. A forwarding mover's mark (a ``FORWARDING``
+    row's lock token, held for the operation bound while its append may be landing) is no
+    receiver's lock and is kept: ending it early could hand the batch back to the source
+    while its append lands. Returns how many locks ended."""
     when = sql_literal(now)
     return retry(lambda: delete_or_update(
-        store, f"kind IN ('{MSG}', '{SESSION}') AND lock_token IS NOT NULL "
-               f"AND locked_until > {when}",
+        store, f"((kind = '{MSG}' AND state IN ('{ACTIVE}', '{DEFERRED}')) OR kind = '{SESSION}')"
+               f" AND lock_token IS NOT NULL AND locked_until > {when}",
         {"locked_until": when, "rev": "rev + 1"}), what=f"lock release in {store.messages_path}")

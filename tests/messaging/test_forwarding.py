@@ -227,6 +227,17 @@ def test_fwd_2_a_crash_between_the_movers_commits_repeats_and_loses_nothing(
     assert source.store.forward_new(target, policy, clock.now()) == 0
     # The marked batch's append never landed: it waits for its mark to run out...
     assert source.store.forward_registered(target, policy, clock.now()) == 0
+
+    def marks():
+        return sorted(r.locked_until for r in source.store.messages()
+                      .where("state = 'FORWARDING'").select("locked_until").collect())
+
+    held = marks()
+    assert len(held) == 3
+    # ...which an update of the source does not end: it ends receivers' locks (SETTLE-7),
+    # and a mover's mark is none (ended, the batch could go back while its append lands).
+    admin.update_queue(admin.get_queue(src), max_delivery_count=9)
+    assert marks() == held
     clock.advance(timedelta(hours=1, seconds=1))
     _lose_appends(monkeypatch, after=True)
     with pytest.raises(Crash):  # ...then comes back and moves; this time the delete is lost
