@@ -423,7 +423,7 @@ def test_sess_2_3_5_6_session_receivers_do_the_same_through_delta_rs_without_a_j
     from ..workers import session_scenario
 
     ns = str(tmp_path / "ns")
-    ServiceBusAdministrationClient(ns, spark=spark).create_queue("s", requires_session=True)
+    session_scenario.prepare(ServiceBusAdministrationClient(ns, spark=spark))
     if engine == "delta-rs":
         proc = run_python("-m", "tests.workers.session_scenario", ns)
         out, err = proc.communicate(timeout=300)

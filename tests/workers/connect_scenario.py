@@ -204,8 +204,7 @@ def main() -> None:
         if name == "queue":
             report[name] = queue_core(spark, where)
         elif name == "session":
-            ServiceBusAdministrationClient(where, spark=spark).create_queue(
-                "s", requires_session=True)
+            session_scenario.prepare(ServiceBusAdministrationClient(where, spark=spark))
             report[name] = session_scenario.run(where, "spark", spark)
         elif name == "topic":
             admin = ServiceBusAdministrationClient(where, spark=spark)

@@ -7,6 +7,7 @@ process under any engine (the Spark path, as on a cloud namespace).
 
 import json
 import sys
+from datetime import timedelta
 
 from sbdelta import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
 from sbdelta.management import ServiceBusAdministrationClient
@@ -15,6 +16,14 @@ from sbdelta.management import ServiceBusAdministrationClient
 #: What :func:`run` reports, whichever engine runs it: b keeps its state; a has nothing left.
 EXPECTED = {"oldest": "b", "got": ["b0", "b1", "b2"], "state": "seen", "back": [["b2", 2]],
             "other": "a", "rest": ["a0", "a1"], "listed": ["b"]}
+
+
+def prepare(admin: ServiceBusAdministrationClient) -> None:
+    """Queue ``s``, requiring sessions, with locks of five minutes: the scenario sets the
+    state and settles after a receive on the real clock, and a first Spark receive in a
+    fresh process (over Spark Connect on a slow day: more than 30 s) must not outlast the
+    session lock (with the default 30 s it did, and ``set_state`` raised SessionLockLostError)."""
+    admin.create_queue("s", requires_session=True, lock_duration=timedelta(minutes=5))
 
 
 def run(ns: str, engine: str, spark=None) -> dict:
