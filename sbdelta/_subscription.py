@@ -103,8 +103,14 @@ class Admission:
     def __call__(self, rows):
         from pyspark.sql import functions as F
 
-        from .rules import with_properties
+        from .rules import prefilter_column, with_properties
 
+        # Messages no filter can match or fail on are dropped by compiled code first: the
+        # rules' property bag is costly to build, and most of a filtered backlog is dropped.
+        keep = self._column("keep", lambda: prefilter_column(w.rule.filter
+                                                              for w in self.windows))
+        if keep is not None:
+            rows = rows.where(keep)
         if self.copy_numbers:
             rows = self._copies(rows, with_properties)
         else:
