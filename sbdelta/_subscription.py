@@ -103,19 +103,13 @@ class Admission:
     def __call__(self, rows):
         from pyspark.sql import functions as F
 
-        from .rules import prefilter_column, with_properties
+        from .rules import with_properties
 
-        # Messages no filter can match or fail on are dropped by compiled code first: the
-        # rules' property bag is costly to build, and most of a filtered backlog is dropped.
-        keep = self._column("keep", lambda: prefilter_column(w.rule.filter
-                                                              for w in self.windows))
-        if keep is not None:
-            rows = rows.where(keep)
         if self.copy_numbers:
             rows = self._copies(rows, with_properties)
         else:
             rows = rows.withColumn("_admit", self._column(
-                "admit", lambda: with_properties(self._evaluate)))
+                "admit", lambda: self._guarded(with_properties(self._evaluate))))
             if self.dead_letter_errors and self.dead_letters:
                 rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
                         .withColumn("dead_letter_reason",
@@ -130,6 +124,23 @@ class Admission:
         if self.ttl_cap is not None:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
+
+    def _guarded(self, rules):
+        """``rules`` (a Column) evaluated only where the pre-filter keeps the message, NULL
+        elsewhere: messages no filter can match or fail on are ruled out by compiled code
+        (:func:`sbdelta.rules.prefilter_column`) before the rules' costly property bag is
+        built, and most of a filtered backlog is such messages.
+
+        A CASE WHEN and not a ``where`` before the rules: the rules' struct is read twice
+        (matched, error), so Spark evaluates it once per row as a common subexpression, ahead
+        of the whole condition, which a ``where`` ANDed before it would not stop; the CASE
+        WHEN is the common subexpression, and it builds the struct only where it holds."""
+        from pyspark.sql import functions as F
+
+        from .rules import prefilter_column
+
+        keep = prefilter_column(w.rule.filter for w in self.windows)
+        return rules if keep is None else F.when(keep, rules)
 
     def admit_rows(self, rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """:meth:`__call__` over inbox rows read without Spark (dicts, as delta-rs gives them):
@@ -300,7 +311,7 @@ class Admission:
 
         old_size = F.coalesce(F.octet_length(original), F.lit(0))
         rows = (rows.withColumn("_copy", self._column(
-                    "copies", lambda: F.explode(with_properties(evaluate))))
+                    "copies", lambda: F.explode(self._guarded(with_properties(evaluate)))))
                 .withColumn("seq", F.col("seq").bitwiseOR(
                     F.shiftleft(F.col("_copy.copy"), COPY_SHIFT)))
                 .withColumn("size", (F.col("size") - old_size + F.coalesce(

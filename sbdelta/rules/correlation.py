@@ -8,6 +8,8 @@ evaluation error (a number 2 does not match the string "2", as in Service Bus).
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .compile import Context, compare
 from .nodes import ANY, BOOL, DOUBLE, LONG, STRING
 from .scope import let
@@ -26,14 +28,16 @@ CORRELATION_COLUMNS = (
 )
 
 
-def _kind(value: object) -> str:
+def correlation_kind(value: object) -> Optional[str]:
+    """The kind a correlation filter's property value compares as: a boolean, an integer, a
+    float or a string; None for any other value (compared as its text)."""
     if isinstance(value, bool):
         return BOOL
     if isinstance(value, int):
         return LONG
     if isinstance(value, float):
         return DOUBLE
-    return STRING
+    return STRING if isinstance(value, str) else None
 
 
 def compile_correlation(rule_filter, ctx: Context):
@@ -54,7 +58,8 @@ def compile_correlation(rule_filter, ctx: Context):
         for test in tests:
             matched = matched & test
         for i, expected in enumerate(wanted.values()):
-            test = compare("=", typed_val(row[f"p{i}"], ANY), const_val(expected, _kind(expected)))
+            kind = correlation_kind(expected) or STRING
+            test = compare("=", typed_val(row[f"p{i}"], ANY), const_val(expected, kind))
             fits = test.value if test.error is None else test.value & test.error.isNull()
             matched = matched & F.coalesce(fits, F.lit(False))
         return F.struct(matched.alias("matched"), F.lit(None).cast("string").alias("error"))

@@ -70,6 +70,9 @@ FILTERS = {
     "exists": SqlRuleFilter("EXISTS(g)"),
     "in": SqlRuleFilter("g IN (0, 3)"),
     "correlation": CorrelationRuleFilter(properties={"g": 0}),
+    "correlation label": CorrelationRuleFilter(label="order", properties={"s": "red"}),
+    "correlation float": CorrelationRuleFilter(properties={"g": 3.0}),
+    "correlation spaced name": CorrelationRuleFilter(properties={"my key": 1}),
     "true": TrueRuleFilter(),
 }
 
@@ -92,6 +95,17 @@ DROPPED = {
                     "big", "blue", "trailing_newline"],
 }
 DROPPED["0 = g"] = DROPPED["g = 0"]
+# Texts the pre-filter reads: every other one (not JSON, nested, escaped, non-ASCII, a key
+# twice in any letter case) is kept, whatever the filter.
+_PLAIN = _ZERO + [
+    "three", "spaced", "string_zero", "string_three", "other_case_3", "bool", "null",
+    "timestamp", "no_text", "empty", "other_key", "big", "red", "blue", "string_flag",
+    "trailing_newline"]
+# A correlation filter never fails: a value of another kind simply does not match.
+DROPPED["correlation"] = [t for t in _PLAIN if t not in _ZERO]
+DROPPED["correlation label"] = [t for t in _PLAIN if t != "red"]  # subject "order" and s red
+DROPPED["correlation float"] = [t for t in _PLAIN if t not in ("three", "spaced", "other_case_3",
+                                                              "trailing_newline")]
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +113,10 @@ def verdicts(spark):
     """One row per (text, filter): what the rules decide and whether the pre-filter keeps it."""
     from pyspark.sql import functions as F
 
-    rows = spark.createDataFrame(list(TEXTS.items()), "id string, application_properties string")
+    rows = spark.createDataFrame(
+        [(i, text, "order" if i in ("zero", "red", "blue", "duplicate") else None)
+         for i, text in TEXTS.items()],
+        "id string, application_properties string, subject string")
     cells = []
     for name, rule_filter in FILTERS.items():
         result = filter_column(rule_filter)
@@ -138,6 +155,6 @@ def test_topic_4_filters_it_cannot_read_keep_every_message():
     keep everything: None, so admission adds no condition at all."""
     assert prefilter_column([FILTERS["exists"]]) is None
     assert prefilter_column([FILTERS["g = 0"], FILTERS["in"]]) is None
-    assert prefilter_column([FILTERS["correlation"]]) is None
+    assert prefilter_column([FILTERS["correlation spaced name"]]) is None
     assert prefilter_column([FILTERS["true"]]) is None
     assert prefilter_column([FILTERS["g = 0"], FILTERS["s = red"]]) is not None
