@@ -222,4 +222,6 @@ def prefilter_column(filters: Iterable) -> Optional[object]:
         keep = _or(keep, _or(may.true, may.fail))
     if keep is True:
         return None
-    return ~_plain() | (keep if keep is not False else F.lit(False))
+    if keep is False:  # false filters only: nothing is read, nothing can match
+        return F.lit(False)
+    return ~_plain() | keep

@@ -6,7 +6,8 @@ it; and it must drop the plain non-matching messages, or it buys nothing."""
 import pytest
 from chispa import assert_df_equality
 
-from sbdelta.management import CorrelationRuleFilter, SqlRuleFilter, TrueRuleFilter
+from sbdelta.management import (CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter,
+                                TrueRuleFilter)
 from sbdelta.rules import filter_column, prefilter_column
 
 TEXTS = {
@@ -74,6 +75,7 @@ FILTERS = {
     "correlation float": CorrelationRuleFilter(properties={"g": 3.0}),
     "correlation spaced name": CorrelationRuleFilter(properties={"my key": 1}),
     "true": TrueRuleFilter(),
+    "false": FalseRuleFilter(),
 }
 
 # (text, filter) pairs the pre-filter drops: plain texts where the property is absent or
@@ -104,6 +106,7 @@ _PLAIN = _ZERO + [
 # A correlation filter never fails: a value of another kind simply does not match.
 DROPPED["correlation"] = [t for t in _PLAIN if t not in _ZERO]
 DROPPED["correlation label"] = [t for t in _PLAIN if t != "red"]  # subject "order" and s red
+DROPPED["false"] = list(TEXTS)
 DROPPED["correlation float"] = [t for t in _PLAIN if t not in ("three", "spaced", "other_case_3",
                                                               "trailing_newline")]
 
