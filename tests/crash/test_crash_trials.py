@@ -60,6 +60,7 @@ def test_kill_9_at_random_points_loses_nothing(op, tmp_path):
         print(f"{op} trial {i} ({trial.engine}): killed {trial.kill_after:.2f} s after ready, "
               f"{trial.landed}; drain {figures}")
     if REPORT:
+        os.makedirs(os.path.dirname(os.path.abspath(REPORT)), exist_ok=True)
         with open(REPORT, "w") as handle:
             json.dump(summary(_done), handle, indent=1, sort_keys=True)
 
