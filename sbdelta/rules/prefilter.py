@@ -204,7 +204,7 @@ def _filter(rule_filter) -> _May:
         rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
     if isinstance(rule_filter, FilterExpr):
         return _condition(rule_filter.condition)
-    return _ANYTHING
+    raise TypeError(f"prefilter_column takes rule filters, got {type(rule_filter).__name__}")
 
 
 def prefilter_column(filters: Iterable) -> Optional[object]:
@@ -214,6 +214,10 @@ def prefilter_column(filters: Iterable) -> Optional[object]:
     Args:
         filters: Rule filters (TrueRuleFilter, FalseRuleFilter, SqlRuleFilter,
             CorrelationRuleFilter, or a parsed :class:`FilterExpr`).
+
+    Raises:
+        RuleSyntaxError: A SqlRuleFilter's text is not valid.
+        TypeError: An item of ``filters`` is none of those.
     """
     F = _f()
     keep = False

@@ -161,3 +161,5 @@ def test_topic_4_filters_it_cannot_read_keep_every_message():
     assert prefilter_column([FILTERS["correlation spaced name"]]) is None
     assert prefilter_column([FILTERS["true"]]) is None
     assert prefilter_column([FILTERS["g = 0"], FILTERS["s = red"]]) is not None
+    with pytest.raises(TypeError, match="prefilter_column takes rule filters, got str"):
+        prefilter_column(["g = 0"])
