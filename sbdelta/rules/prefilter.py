@@ -34,6 +34,7 @@ How it stays conservative
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Iterable, NamedTuple, Optional
 
@@ -69,24 +70,24 @@ class _May(NamedTuple):
 _ANYTHING = _May(True, True, True)
 
 
-def _or(a, b):
-    if a is True or b is True:
-        return True
-    if a is False:
+def _join(a, b, absorbing: bool, join):
+    """``join(a, b)`` of two conditions, either a Column or a known Python boolean:
+    ``absorbing`` decides alone (True for OR, False for AND); the other boolean drops out."""
+    if a is absorbing or b is absorbing:
+        return absorbing
+    if a is (not absorbing):
         return b
-    if b is False:
+    if b is (not absorbing):
         return a
-    return a | b
+    return join(a, b)
+
+
+def _or(a, b):
+    return _join(a, b, True, operator.or_)
 
 
 def _and(a, b):
-    if a is False or b is False:
-        return False
-    if a is True:
-        return b
-    if b is True:
-        return a
-    return a & b
+    return _join(a, b, False, operator.and_)
 
 
 def _when(condition, then, otherwise):
