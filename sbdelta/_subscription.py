@@ -15,6 +15,8 @@ time matches it; a subscription without rules admits nothing.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Dict, List, Optional, Sequence
@@ -27,6 +29,11 @@ from ._store import COPY_SHIFT, sql_literal
 
 RULE_HISTORY = "rule_history"
 _CONSTANT_FILTERS = (TrueRuleFilter, FalseRuleFilter)
+#: Admission Columns built (:meth:`Admission._column`): (name, rules) -> (SparkContext,
+#: Column), the most recently used :data:`_BUILT_MAX` kept.
+_BUILT: "OrderedDict[tuple, tuple]" = OrderedDict()
+_BUILT_MAX = 64
+_BUILT_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -86,19 +93,31 @@ class Admission:
         self.evaluates_messages = any(
             w.rule.action is not None or not isinstance(w.rule.filter, _CONSTANT_FILTERS)
             for w in self.windows)
-        self._columns: Dict[str, Any] = {}
+        # What the Columns of :meth:`_column` depend on: the windows (filters, actions, rule
+        # names, times) and the dead-letter flag; repr keeps 1, 1.0, True and '1' apart.
+        self._identity = (tuple(repr(w.to_history()) for w in self.windows),
+                          self.dead_letter_errors)
 
     def _column(self, name: str, make):
-        """The Column ``make()`` builds, built once per Spark context: a rule's Column costs
-        hundreds of py4j calls to build (about a second for a few rules with actions), and an
-        Admission lives as long as its entity's registry version (the resolver's cache)."""
+        """The Column ``make()`` builds, built once per Spark context for every Admission of
+        the same rules (:data:`_BUILT`): a rule's Column costs hundreds of py4j calls to build
+        (0.5-0.6 s for three rules, two with actions), and each client, and each registry
+        version of the subscription, makes an Admission of its own."""
         from pyspark import SparkContext
 
         context = SparkContext._active_spark_context
-        cached = self._columns.get(name)
-        if cached is None or cached[0] is not context:
-            cached = self._columns[name] = (context, make())
-        return cached[1]
+        key = (name, self._identity)
+        with _BUILT_LOCK:
+            cached = _BUILT.get(key)
+            if cached is not None and cached[0] is context:
+                _BUILT.move_to_end(key)
+                return cached[1]
+        column = make()
+        with _BUILT_LOCK:
+            _BUILT[key] = (context, column)
+            while len(_BUILT) > _BUILT_MAX:
+                _BUILT.popitem(last=False)
+        return column
 
     def __call__(self, rows):
         from pyspark.sql import functions as F

@@ -108,3 +108,41 @@ def test_topic_2_4_ttl_3_sess_1_python_admission_admits_what_spark_admits(spark,
             {"n": 11, "RuleName": "bump"})
         assert by_seq[3 | bump]["dead_letter_reason"] == "RuleActionException"
         assert 6 | tag in by_seq and 1 | tag not in by_seq  # "tag" applies from minute 2
+
+
+def test_topic_4_5_admissions_of_the_same_rules_share_their_built_columns(spark, monkeypatch):
+    """Each client, and each registry version of a subscription, makes an Admission of its
+    own; the rules' Columns (hundreds of py4j calls each) are built once for all Admissions
+    of the same rules and dead-letter flag, and never shared with other rules: a parameter
+    of 1.0 where another has 1, another rule time, or another flag builds its own, and
+    each admits by its own rules."""
+    import sbdelta.rules
+
+    built = []
+    real = sbdelta.rules.with_properties
+    monkeypatch.setattr(sbdelta.rules, "with_properties",
+                        lambda body: built.append(1) or real(body))
+
+    def windows(value, start=T0):
+        return [RuleWindow(_rule("r", SqlRuleFilter("n = @v", parameters={"v": value}),
+                                 SqlRuleAction("SET hit = TRUE")), start)]
+
+    frame = spark.createDataFrame([_row(1, 1, {"n": 1}), _row(2, 1, {"n": 1.5}),
+                                   _row(3, 1, {"n": "x"})], SCHEMA)
+
+    def admitted(admission):
+        return sorted((r.seq & ((1 << COPY_SHIFT) - 1), r.asDict().get("dead_letter_reason"))
+                      for r in admission(frame).collect())
+
+    one = dict(ttl_cap=None, dead_letter_errors=True)
+    first = admitted(Admission(windows(1), **one))
+    assert len(built) == 1
+    assert admitted(Admission(windows(1), **one)) == first == [
+        (1, None), (3, "FilterException")]
+    assert len(built) == 1  # an equal Admission: nothing built
+    assert admitted(Admission(windows(1.5), **one)) == [(2, None), (3, "FilterException")]
+    assert admitted(Admission(windows(1.0), **one)) == first
+    assert admitted(Admission(windows(1, T0 + timedelta(minutes=5)), **one)) == []
+    assert admitted(Admission(windows(1), ttl_cap=None, dead_letter_errors=False)) == [
+        (1, None)]
+    assert len(built) == 5
