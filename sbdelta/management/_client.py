@@ -31,6 +31,11 @@ __all__ = ["ServiceBusAdministrationClient", "QueueRuntimeProperties", "TopicRun
 
 _TIMESTAMPS = ("created_at_utc", "updated_at_utc", "accessed_at_utc")
 _IDENTITY = ("name", "topic_name", "subscription_name")
+
+
+def _without_timestamps(data: Dict[str, Any]) -> Dict[str, Any]:
+    """An entity's properties (``to_dict``) without the times the registry keeps."""
+    return {key: value for key, value in data.items() if key not in _TIMESTAMPS}
 DEFAULT_RULE = "$Default"
 
 
@@ -206,7 +211,9 @@ class ServiceBusAdministrationClient:
         return self._get(EntityRef.queue(queue_name), QueueProperties)
 
     def update_queue(self, queue: Union[QueueProperties, Mapping[str, Any]], **kwargs: Any) -> None:
-        """Update a queue from its properties, changed with ``kwargs``.
+        """Update a queue from its properties, changed with ``kwargs``. The locks held on its
+        messages are lost (SETTLE-7); an update that changes nothing writes nothing and keeps
+        them.
 
         Raises:
             MessagingEntityNotFoundError: The queue does not exist.
@@ -561,9 +568,9 @@ class ServiceBusAdministrationClient:
         if any(getattr(entity, p, None) != getattr(current, p, None)
                for p in FORWARD_PROPERTIES):
             self._check_forwarding(ref, entity)
-        data = entity.to_dict()
-        for field in _TIMESTAMPS:
-            data.pop(field, None)
+        data, was = (_without_timestamps(p.to_dict()) for p in (entity, current))
+        if data == was:
+            return  # nothing changes: no commit, no lock lost, updated_at_utc stays
         now = self._ns.clock.now()
         if ref.kind in ("queue", "subscription"):
             # SETTLE-7: the locks held now are lost, whatever form settles them later. Ended

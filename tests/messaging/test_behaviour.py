@@ -278,6 +278,29 @@ def test_settle_7_an_entity_update_voids_every_lock_however_it_is_settled(client
     assert counts(e) == {"active": 0, "scheduled": 0, "deferred": 0, "dead": 0}
 
 
+def test_settle_7_an_update_that_changes_nothing_writes_nothing_and_keeps_every_lock(
+        client, entity, clock):
+    """SETTLE-7 loses locks when the entity's properties change: an update to the values it
+    already has (none given, or the same ones) changes nothing, so it commits nothing, keeps
+    ``updated_at_utc`` and the locks held."""
+    e = entity(lock_duration=timedelta(minutes=1))
+    e.sender().send_messages(ServiceBusMessage("m"))
+    receiver = e.receiver()
+    (m,) = receive_all(receiver, 1)
+
+    def described():
+        return (e.admin.get_queue(e.queue) if e.queue
+                else e.admin.get_subscription(e.topic, e.subscription))
+
+    before = described()
+    clock.advance(timedelta(seconds=1))
+    e.update()
+    e.update(lock_duration=timedelta(minutes=1), max_delivery_count=before.max_delivery_count)
+    assert described() == before
+    receiver.complete_message(m)
+    assert counts(e) == {"active": 0, "scheduled": 0, "deferred": 0, "dead": 0}
+
+
 # -- duplicate detection, scheduling, TTL -----------------------------------------------------
 def test_dedup_duplicate_detection_drops_repeats_within_the_window(client, entity, clock):
     e = entity(requires_duplicate_detection=True,
