@@ -255,23 +255,36 @@ def counts(store, now: datetime) -> Counts:
     Python), else Spark."""
     fast = store.engine.settles(store.messages_path)
     now_sql = sql_literal(now)
-    live = f"state NOT IN ('{DEADLETTERING}', '{COMPLETED}')"
-    active = f"state = '{ACTIVE}' OR (state = '{SCHEDULED}' AND visible_at <= {now_sql})"
-    (agg,) = query(store, (
+    counted = f"kind = '{MSG}' AND state <> '{CANCELLED}'"
+    live = f"{counted} AND state NOT IN ('{DEADLETTERING}', '{COMPLETED}')"
+    active = (f"{counted} AND (state = '{ACTIVE}' OR (state = '{SCHEDULED}' "
+              f"AND visible_at <= {now_sql}))")
+    sums = (
         f"SELECT sum(CASE WHEN {active} THEN 1 ELSE 0 END) AS active, "
-        f"min(CASE WHEN {active} THEN enqueued_time END) AS oldest, sum(CASE WHEN state = '{SCHEDULED}' "
-        f"AND visible_at > {now_sql} THEN 1 ELSE 0 END) AS scheduled, sum(CASE WHEN state = "
-        f"'{DEFERRED}' THEN 1 ELSE 0 END) AS deferred, sum(CASE WHEN {live} AND locked_until "
-        f"> {now_sql} THEN 1 ELSE 0 END) AS locked, sum(CASE WHEN {live} THEN size ELSE 0 "
-        f"END) AS size FROM {{M}} WHERE kind = '{MSG}' AND state <> '{CANCELLED}'"), fast=fast)
+        f"min(CASE WHEN {active} THEN enqueued_time END) AS oldest, sum(CASE WHEN {counted} "
+        f"AND state = '{SCHEDULED}' AND visible_at > {now_sql} THEN 1 ELSE 0 END) AS scheduled, "
+        f"sum(CASE WHEN {counted} AND state = '{DEFERRED}' THEN 1 ELSE 0 END) AS deferred, "
+        f"sum(CASE WHEN {live} AND locked_until > {now_sql} THEN 1 ELSE 0 END) AS locked, "
+        f"sum(CASE WHEN {live} THEN size ELSE 0 END) AS size")
+    # Over Spark each query is a snapshot read and a plan: the frontiers come with the sums,
+    # in one scan (the change feed's count reads the tombstones itself). DataFusion answers
+    # in milliseconds: there the tombstones are read with the frontiers, as rows.
+    with_frontiers = bool(store.inbox_path) and not fast
+    (agg,) = query(store, sums + (
+        f", collect_list(CASE WHEN kind = '{FRONTIER}' THEN named_struct('pid', pid, 'seq', "
+        f"seq) END) AS frontiers FROM {{M}} WHERE ({counted}) OR kind = '{FRONTIER}'"
+        if with_frontiers else f" FROM {{M}} WHERE {counted}"), fast=fast)
     result = Counts(agg.active or 0, agg.scheduled or 0, agg.deferred or 0, agg.locked or 0,
                     agg.size or 0, from_spark(agg.oldest))
     if not store.inbox_path:
         return result
-    marks = query(store, (
-        f"SELECT kind, pid, seq, k FROM {{M}} WHERE kind = '{FRONTIER}' "
-        f"OR (kind = '{MSG}' AND state = '{CANCELLED}')"), fast=fast)
-    found = {r.pid: r.seq for r in marks if r.kind == FRONTIER}
+    if with_frontiers:
+        marks, found = [], {r.pid: r.seq for r in agg.frontiers}
+    else:
+        marks = query(store, (
+            f"SELECT kind, pid, seq, k FROM {{M}} WHERE kind = '{FRONTIER}' "
+            f"OR (kind = '{MSG}' AND state = '{CANCELLED}')"), fast=fast)
+        found = {r.pid: r.seq for r in marks if r.kind == FRONTIER}
     frontiers_ = {p: found.get(p, -1) for p in range(store.partitions)}
     latest = (rs.version(store.inbox_path) if fast
               else store.latest_version(store.inbox_path))
