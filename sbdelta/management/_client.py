@@ -32,11 +32,12 @@ __all__ = ["ServiceBusAdministrationClient", "QueueRuntimeProperties", "TopicRun
 _TIMESTAMPS = ("created_at_utc", "updated_at_utc", "accessed_at_utc")
 _IDENTITY = ("name", "topic_name", "subscription_name")
 
+DEFAULT_RULE = "$Default"
+
 
 def _without_timestamps(data: Dict[str, Any]) -> Dict[str, Any]:
     """An entity's properties (``to_dict``) without the times the registry keeps."""
     return {key: value for key, value in data.items() if key not in _TIMESTAMPS}
-DEFAULT_RULE = "$Default"
 
 
 @dataclass(frozen=True)
@@ -527,9 +528,7 @@ class ServiceBusAdministrationClient:
                                   ref.name, ref.parent, None, window.to_history(), now, now)
             new = None
             if replacement is not None:
-                new = replacement.to_dict()
-                for field in _TIMESTAMPS:
-                    new.pop(field, None)
+                new = _without_timestamps(replacement.to_dict())
             return new, history
 
         try:
@@ -544,9 +543,7 @@ class ServiceBusAdministrationClient:
             check_forwarding(self._ns.registry.all(), ref, props, self._ns.root)
 
     def _encode(self, ref: EntityRef, props, location: Optional[str], now) -> RegistryRow:
-        data = props.to_dict()
-        for field in _TIMESTAMPS:
-            data.pop(field, None)
+        data = _without_timestamps(props.to_dict())
         return RegistryRow(ref.key, ref.kind, props.name, ref.parent, location, data, now, now)
 
     def _update(self, cls, entity, changes: Dict[str, Any], ref_of, **identity: str) -> None:
