@@ -88,13 +88,15 @@ def done_version(store, ids: Tuple[str, ...]) -> int:
 
 
 def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bool = False,
-                     hop: bool = True):
+                     hop: bool = True, numbered: bool = True):
     """Inbox rows of ``dest`` for message rows ``rows`` (ordered by ``seq``): partition by
     PART-2 (PART-8: the partition key travels), enqueued now (a scheduled message keeps its
     time), one more hop, the destination's TTL cap applied. Dead letters start a new life:
     their time to live ended with the dead-letter queue (TTL-8), so only the destination's
     default applies to them. ``hop=False``: the rows' ``hops`` are kept as they are (the
-    syphon's moves are not forwarding hops)."""
+    syphon's moves are not forwarding hops). ``numbered=False``: without ``idx``, with
+    ``seq`` (the rows' order), for a writer that numbers several destinations' rows at once
+    (:func:`.staged.append_staged`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -128,6 +130,8 @@ def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bo
         out = (out.withColumn("expires_at", F.when(own, F.least("expires_at", capped)))
                .withColumn("time_to_live_ms",
                            F.when(own, F.least("time_to_live_ms", F.lit(cap_ms)))))
+    if not numbered:
+        return out.select(*[name for name in INBOX_NAMES if name != "idx"], "seq")
     out = out.withColumn("idx", (F.row_number().over(
         Window.partitionBy("pid").orderBy("seq")) - 1).cast("int"))
     return out.select(*INBOX_NAMES)

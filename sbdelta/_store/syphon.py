@@ -15,9 +15,13 @@ backlog inbox (the versions past the frontiers, at most :data:`VERSION_WINDOW`):
    marks them with the old frontier (``fwd:<seq>``, so maintenance keeps the range), the time
    and the targets that get rows (JSON, in the frontier rows' ``application_properties``), and
    registers the refused rows as dead letters (then moved to the dead-letter table).
-3. ONE append per target, with Delta's idempotent-write options: ``txnAppId`` = the backlog
-   queue's syphon id (:func:`syphon_ids`), ``txnVersion`` = the range's last version
-   (frontiers only move forward, so versions grow for every target).
+3. ONE append per target, idempotent: it records (``app id`` = the backlog queue's syphon id,
+   :func:`syphon_ids`; ``version`` = the range's last version) in the target's own commit, as
+   Delta's ``txnAppId``/``txnVersion`` writes do (frontiers only move forward, so versions
+   grow for every target), and a target that records the version already takes nothing. On
+   local destinations ONE Spark job writes every target's rows and each target commits its
+   files through delta-rs (:mod:`.staged`); elsewhere each target gets a Spark append with
+   Delta's options, side by side.
 
 The mark stays until the next step's commit replaces it. A step that finds a mark it did not
 finish itself checks each marked target's transaction version; only when one lacks the range
@@ -48,6 +52,7 @@ from .literals import sql_literal
 from .forward import (Destination, append_once, destination_rows, done_version, read_marks,
                       writer_ids)
 from .inbox import inbox_range
+from .staged import append_staged, staging_folder
 from .layout import (DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,
                      MAX_VERSION, MESSAGE_FIELDS, MSG, VERSION_SHIFT, frontier_at, key_sql, mark, marked_from, start_version,
                      version_of)
@@ -156,14 +161,15 @@ _KEPT_AS_SENT = [name for name, _ in MESSAGE_FIELDS if name != "body"]
 
 def move_backlog(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetime, *,
                  max_steps: Optional[int] = None, stop: Callable[[], bool] = lambda: False,
-                 progress: Optional[Progress] = None) -> Moved:
+                 progress: Optional[Progress] = None, staging: Optional[str] = None) -> Moved:
     """Move everything past the backlog queue's frontiers (and finish a range a stopped mover
     left marked). ``max_steps`` bounds the ranges moved (None: until nothing is left);
     ``stop`` is asked before each range; ``progress``, kept by the caller per backlog queue
-    between runs, spares a run checking the mark the last one finished."""
+    between runs, spares a run checking the mark the last one finished; ``staging``, a
+    folder on the destinations' storage for :func:`.staged.append_staged`."""
     total, memo = Moved(), progress if progress is not None else Progress()
     while (max_steps is None or total.steps < max_steps) and not stop():
-        moved, more = retry(lambda: _step(source, restore, decide, reopen, now, memo),
+        moved, more = retry(lambda: _step(source, restore, decide, reopen, now, memo, staging),
                             what=f"syphon {source.folder}")
         total.add(moved)
         if not more:
@@ -211,8 +217,9 @@ def _classified(rows, decisions: Dict[str, Decision]):
     return rows.withColumn("_reason", reason).withColumn("_description", description)
 
 
-def _target_rows(rows, path: str, target: Target, now: datetime):
-    """The destination inbox rows of ``path``'s deliverable ``rows``."""
+def _target_rows(rows, path: str, target: Target, now: datetime, numbered: bool = True):
+    """The destination inbox rows of ``path``'s deliverable ``rows`` (``numbered``: as
+    :func:`.forward.destination_rows`)."""
     from pyspark.sql import functions as F
 
     picked = rows.where((F.col("_path") == F.lit(path)) & F.col("_reason").isNull())
@@ -221,7 +228,26 @@ def _target_rows(rows, path: str, target: Target, now: datetime):
                        None if target.ttl_cap_ms is None
                        else timedelta(milliseconds=target.ttl_cap_ms),
                        target.key_by_message_id)
-    return destination_rows(picked, dest, now, hop=False)
+    return destination_rows(picked, dest, now, hop=False, numbered=numbered)
+
+
+def _deliver(spark, staging: Optional[str], targets: List[Tuple[object, str, Target]], rows,
+             now: datetime, app_id: str, hi: int) -> None:
+    """Append each target's share of ``rows`` (``(store, path, target)``) to its inbox once
+    per (``app_id``, ``hi``): ONE Spark job and a delta-rs commit per target where they can
+    (:func:`.staged.append_staged`: local destinations, a ``staging`` folder), else a Spark
+    append per target, side by side. Either way each append is idempotent, so an error or a
+    kill part way leaves what the next step's :func:`_finish` completes."""
+    folder = staging_folder(spark, staging, [store for store, _, _ in targets])
+    if folder is not None:
+        append_staged(spark, folder, [
+            (store, _target_rows(rows, path, d, now, numbered=False))
+            for store, path, d in targets], app_id, hi, workers=APPEND_WORKERS)
+        return
+    run_side_by_side(spark, [
+        (lambda store=store, path=path, d=d: append_once(store, _target_rows(rows, path, d, now),
+                                                          app_id, hi))
+        for store, path, d in targets], workers=APPEND_WORKERS)
 
 
 @dataclass(frozen=True)
@@ -241,7 +267,7 @@ class Progress:
 
 
 def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetime,
-          memo: Progress) -> Tuple[Moved, bool]:
+          memo: Progress, staging: Optional[str] = None) -> Tuple[Moved, bool]:
     """Finish a mark left unfinished, then move the next range; (what moved, whether
     versions are left)."""
     from pyspark.sql import functions as F
@@ -250,7 +276,7 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
     marked = {p: r for p, r in current.items() if marked_from(r.lock_token) is not None}
     moved, late = Moved(steps=1), None
     if marked and {p: r.rev for p, r in marked.items()} != memo.finished:
-        late = _finish(source, marked, tombstones, restore, reopen, moved)
+        late = _finish(source, marked, tombstones, restore, reopen, moved, staging)
         if moved.waiting:  # a target of the mark holds: nothing moves past it meanwhile
             return moved, False
         if late is None:  # every target has the range now
@@ -314,12 +340,9 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
         if store is None or isinstance(refusal, Hold):  # changed since it was decided: the
             return moved, True                          # next step finishes the mark
         stores[path] = store
-    # The targets' appends side by side (different tables: no conflicts); each is idempotent,
-    # so an error or a kill part way leaves what the next step's _finish completes.
-    run_side_by_side(source.spark, [
-        (lambda path=path, d=d: append_once(stores[path], _target_rows(rows, path, d, now),
-                                            app_id, hi))
-        for path, d in sorted(targets.items())], workers=APPEND_WORKERS)
+    _deliver(source.spark, staging, [(stores[path], path, d)
+                                     for path, d in sorted(targets.items())], rows, now,
+             app_id, hi)
     for path in targets:
         moved.moved[path] = moved.moved.get(path, 0) + counts[(path, None)]
     if targets:
@@ -373,7 +396,8 @@ def _commit(source, current, pids: List[int], seqs: Optional[Dict[int, int]], no
         source.move_dead_letters(dead_pids, now)
 
 
-def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved: Moved):
+def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved: Moved,
+            staging: Optional[str] = None):
     """A mark another mover (or a killed one) left: append the range to each target whose
     transaction version shows it missing, as that mover would have (its time, its targets,
     the same rows). Returns the rows of targets that refuse messages now (with ``_reason``;
@@ -400,14 +424,15 @@ def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved:
     olds = {p: marked_from(r.lock_token) for p, r in last.items()}
     rows = _classified(_live_rows(source, olds, hi, tombstones, restore),
                        targets).transform(materialize)
-    refused = {}
-    for path, (store, refusal) in missing.items():
-        if refusal is not None:
-            refused[path] = refusal
-            continue
-        append_once(store, _target_rows(rows, path, targets[path], then), ids[0], hi)
-        moved.moved[path] = moved.moved.get(path, 0) + rows.where(
-            (F.col("_path") == path) & F.col("_reason").isNull()).count()
+    refused = {path: refusal for path, (_, refusal) in missing.items() if refusal is not None}
+    taking = [(store, path, targets[path]) for path, (store, refusal) in sorted(missing.items())
+              if refusal is None]
+    if taking:
+        _deliver(source.spark, staging, taking, rows, then, ids[0], hi)
+        for r in (rows.where(F.col("_path").isin([p for _, p, _ in taking])
+                             & F.col("_reason").isNull())
+                  .groupBy("_path").agg(F.count(F.lit(1)).alias("n")).collect()):
+            moved.moved[r._path] = moved.moved.get(r._path, 0) + r.n
     if not refused:
         return None
     late = _classified(rows.where(F.col("_path").isin(list(refused))

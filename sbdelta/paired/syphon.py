@@ -156,7 +156,8 @@ class Syphon:
         try:
             moved = move_backlog(source, restored_rows, self._decide, self._reopen, now,
                                  stop=stop, progress=self._progress.setdefault(
-                                     source.folder, SyphonProgress()))
+                                     source.folder, SyphonProgress()),
+                                 staging=self.primary.path("_sbdelta", "staging"))
         except (MessagingEntityNotFoundError, ServiceBusCommunicationError) as exc:
             # a table or file of a destination gone (sbdelta._store.storage_fault), or the
             # destination deleted while the range moved: the next run finishes it

@@ -181,13 +181,16 @@ def test_pair_7_a_syphon_claims_its_ranges_through_delta_rs_on_a_local_namespace
     assert sorted(str(m) for m in got) == ["m0", "m1", "m2"]
 
 
+@pytest.mark.parametrize("engine", ["auto", "spark"])
 def test_pair_7_a_move_stopped_by_a_storage_fault_is_finished_by_the_next_run_exactly_once(
-        spark, paired, clock):
+        spark, paired, clock, engine):
+    """Both delivery forms: staged files committed by delta-rs (``auto`` on a local
+    namespace) and Spark appends (``spark``, as on cloud storage)."""
     primary, secondary, admin, backlog = paired
     queues = ("q1", "q2", "q3")
     for name in queues:
         admin.create_queue(name)
-    syphon = Syphon(primary, secondary, spark=spark, clock=clock)
+    syphon = Syphon(primary, secondary, spark=spark, clock=clock, engine=engine)
     # A first move opens the destinations' tables (a client creates missing tables when it
     # first opens an entity; the fault below strikes tables it holds open).
     park(spark, clock, secondary, backlog, [(ServiceBusMessage(f"{q}-w"), q) for q in queues])
