@@ -78,20 +78,29 @@ _RESERVED_KEYS = "|".join(re.escape(key) for key in RESERVED)
 _STRIP = r'(?:(?<=\{)|,)"(?:' + _RESERVED_KEYS + r')":' + _VALUE
 
 
+#: The reserved keys' raw values, as the restore names them while it works.
+_RAWS = ((PATH, "_raw_path"), (SESSION_ID, "_raw_session"), (TIME_TO_LIVE, "_raw_ttl"),
+         (SCHEDULED, "_raw_scheduled"))
+
+
 def _raw(column, key: str):
-    """The raw JSON text of top-level property ``key`` in the stored JSON (NULL: absent)."""
+    """The raw JSON text of top-level property ``key`` in the stored JSON (NULL: absent). The
+    regular expression runs only where the key's text occurs at all (a substring search)."""
     from pyspark.sql import functions as F
 
     raw = F.regexp_extract(column, r'(?:^\{|,)"' + re.escape(key) + '":' + _VALUE, 1)
-    return F.when(raw != "", raw)
+    return F.when(column.contains(f'"{key}":'), F.when(raw != "", raw))
 
 
 def _json_string(raw):
-    """A raw JSON string value unescaped (NULL when ``raw`` is not a JSON string)."""
+    """A raw JSON string value unescaped (NULL when ``raw`` is not a JSON string). ``raw`` is
+    a whole JSON string (:data:`_VALUE`), so one without a backslash is its text in quotes;
+    only one with escapes goes through Spark's JSON parser."""
     from pyspark.sql import functions as F
 
-    return F.when(raw.startswith('"'),
-                  F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v"))
+    return (F.when(~raw.startswith('"'), F.lit(None).cast("string"))
+            .when(~raw.contains("\\"), raw.substr(F.lit(2), F.length(raw) - 2))
+            .otherwise(F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v")))
 
 
 def restored_rows(rows):
@@ -112,9 +121,14 @@ def restored_rows(rows):
     from .._message_fields import SYSTEM_STRING_FIELDS
 
     app = F.col("application_properties")
-    path_raw, session_raw = _raw(app, PATH), _raw(app, SESSION_ID)
-    ttl_raw, scheduled_raw = _raw(app, TIME_TO_LIVE), _raw(app, SCHEDULED)
-    path, session = _json_string(path_raw), _json_string(session_raw)
+    # Each raw value extracted once, then read by name: Spark keeps a projection apart
+    # (rather than inline a costly expression) where the next one reads its column twice.
+    rows = rows.select("*", *[_raw(app, key).alias(name) for key, name in _RAWS])
+    path_raw, session_raw = F.col("_raw_path"), F.col("_raw_session")
+    ttl_raw, scheduled_raw = F.col("_raw_ttl"), F.col("_raw_scheduled")
+    rows = rows.select("*", _json_string(path_raw).alias("_path"),
+                       _json_string(session_raw).alias("_session"))
+    path, session = F.col("_path"), F.col("_session")
     ttl = F.when(ttl_raw.rlike("^[0-9]+$"), ttl_raw.cast("bigint"))
     scheduled = F.when(scheduled_raw.rlike(r'^\{"\$t":"[^"]*"\}$'),
                        F.regexp_extract(scheduled_raw, r'"\$t":"([^"]*)"', 1).cast("timestamp"))
@@ -130,7 +144,6 @@ def restored_rows(rows):
     stripped = F.regexp_replace(F.regexp_replace(app, _STRIP, ""), r"^\{,", "{")
     stripped = F.when(stripped != "{}", stripped)
     out = (rows
-           .withColumn("_path", path)
            .withColumn("_invalid", invalid)
            .withColumn("_base", F.coalesce(scheduled, F.col("enqueued_time")))
            .withColumn("partition_key", F.when(
@@ -139,7 +152,8 @@ def restored_rows(rows):
            .withColumn("session_id", session)
            .withColumn("time_to_live_ms", ttl)
            .withColumn("scheduled_enqueue_time", scheduled)
-           .withColumn("application_properties", stripped))
+           .withColumn("application_properties", stripped)
+           .drop("_session", *[name for _, name in _RAWS]))
     from .._durations import expiry_sql
 
     strings = [F.col("to_address" if name == "to" else name) for name in SYSTEM_STRING_FIELDS]

@@ -305,3 +305,32 @@ def test_a_syphon_refuses_its_primary_as_secondary_and_queue_lists_that_hold_no_
     with pytest.raises(InvalidEntityNameError, match="queues must be a name .*7 \\(int\\)"):
         syphon.drain(queues=[backlog, 7])
     assert syphon.drain(queues=backlog).backlog_queues == [backlog]  # one name as a str
+
+
+def test_pair_7_restored_session_ids_and_paths_keep_escapes_and_any_script(spark):
+    """The restore reads a reserved string property without Spark's JSON parser when it holds
+    no escape; one with escapes (a quote, a backslash, a control character) goes through it.
+    Both give the string the sender set; a number where a string belongs is refused."""
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    from sbdelta._app_properties import encode_properties
+    from sbdelta._store.layout import INBOX_COLUMNS
+    from sbdelta.paired.backlog import PATH, SESSION_ID, restored_rows
+
+    cases = [("orders", 's"1\\x'), ("orders", "é-ß ✓"), ("a/b", "plain"), ("orders", "tab\there"),
+             ("orders", 5), ("", "s")]
+    data = [(encode_properties({PATH: path, SESSION_ID: session, "k": 'v"\\'}),)
+            for path, session in cases]
+    rows = spark.createDataFrame(data, "application_properties STRING").select(*[
+        F.col(name) if name == "application_properties"
+        else F.current_timestamp().alias(name) if name == "enqueued_time"
+        else F.lit(None).cast(kind).alias(name) for name, kind in INBOX_COLUMNS])
+    got = restored_rows(rows).select("_path", "session_id", "_invalid", "application_properties")
+    invalid_session, invalid_path = "x-ms-sessionid is not a string", "x-ms-path is not an entity path"
+    want = spark.createDataFrame([
+        ("orders", 's"1\\x', None), ("orders", "é-ß ✓", None), ("a/b", "plain", None),
+        ("orders", "tab\there", None), ("orders", None, invalid_session),
+        ("", "s", invalid_path)], "_path STRING, session_id STRING, _invalid STRING").withColumn(
+        "application_properties", F.lit(encode_properties({"k": 'v"\\'})))
+    assert_df_equality(got, want, ignore_nullable=True, ignore_row_order=True)
