@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._durations import expiry_sql
 from .._connect import is_connect
@@ -87,54 +87,75 @@ def done_version(store, ids: Tuple[str, ...]) -> int:
     return max(txn_version(store, app_id) for app_id in ids)
 
 
-def destination_rows(rows, dest: Destination, now: datetime, *, dead_letters: bool = False,
-                     hop: bool = True, numbered: bool = True):
+def destination_rows(rows, dest: Union[Destination, Sequence[Destination]], now: datetime, *,
+                     dead_letters: bool = False, hop: bool = True, numbered: bool = True,
+                     choice=None):
     """Inbox rows of ``dest`` for message rows ``rows`` (ordered by ``seq``): partition by
     PART-2 (PART-8: the partition key travels), enqueued now (a scheduled message keeps its
     time), one more hop, the destination's TTL cap applied. Dead letters start a new life:
     their time to live ended with the dead-letter queue (TTL-8), so only the destination's
     default applies to them. ``hop=False``: the rows' ``hops`` are kept as they are (the
     syphon's moves are not forwarding hops). ``numbered=False``: without ``idx``, with
-    ``seq`` (the rows' order), for a writer that numbers several destinations' rows at once
-    (:func:`.staged.append_staged`)."""
+    ``seq`` (the rows' order), for a writer that numbers the rows itself
+    (:func:`.staged.append_staged`). ``dest`` may be several destinations with ``choice``,
+    the column giving each row's (its index in ``dest``, kept in the result): one pass for
+    all of them."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+
+    dests = [dest] if choice is None else list(dest)
+
+    def per(make):
+        """The column ``make(d)`` of each row's destination ``d``."""
+        columns = [make(d) for d in dests]
+        if len(columns) == 1:
+            return columns[0]
+        out = F.when(choice == 0, columns[0])
+        for i, column in enumerate(columns[1:], 1):
+            out = out.when(choice == i, column)
+        return out
+
+    def partition(d: Destination):
+        partitions = d.store.partitions
+        if partitions == 1:
+            return F.lit(0)
+        key = F.coalesce("session_id", "partition_key")
+        if d.key_by_message_id:
+            key = F.coalesce(key, F.col("message_id"))
+        return F.when(key.isNull(), F.pmod(F.xxhash64("seq"), F.lit(partitions))).otherwise(
+            F.pmod(F.crc32(key.cast("binary")), F.lit(partitions)))
+
+    def cap_ms(d: Destination) -> Optional[int]:
+        return None if d.ttl_cap is None else int(d.ttl_cap / timedelta(milliseconds=1))
 
     if dead_letters:
         rows = (rows.withColumn("time_to_live_ms", F.lit(None).cast("bigint"))
                 .withColumn("expires_at", F.lit(None).cast("timestamp")))
     now_sql = sql_literal(now)
-    partitions = dest.store.partitions
-    if partitions == 1:
-        pid = F.lit(0)
-    else:
-        key = F.coalesce("session_id", "partition_key")
-        if dest.key_by_message_id:
-            key = F.coalesce(key, F.col("message_id"))
-        pid = F.when(key.isNull(), F.pmod(F.xxhash64("seq"), F.lit(partitions))).otherwise(
-            F.pmod(F.crc32(key.cast("binary")), F.lit(partitions)))
     scheduled = F.when(F.col("scheduled_enqueue_time") > F.expr(now_sql),
                        F.col("scheduled_enqueue_time"))
-    out = (rows.withColumn("pid", pid.cast("int"))
+    out = (rows.withColumn("pid", per(partition).cast("int"))
            .withColumn("kind", F.lit(MSG))
            .withColumn("scheduled_enqueue_time", scheduled)
            .withColumn("enqueued_time", F.coalesce(scheduled, F.expr(now_sql)))
            .withColumn("hops", (F.coalesce("hops", F.lit(0)) + 1).cast("int") if hop
                        else F.col("hops").cast("int")))
-    if dest.ttl_cap is not None:
-        cap_ms = int(dest.ttl_cap / timedelta(milliseconds=1))
-        capped = F.expr(expiry_sql("enqueued_time", str(cap_ms * 1000)))
+    if any(cap_ms(d) is not None for d in dests):
         # As a send does (TTL-3): a message's own TTL is cut to the cap; one without keeps
         # none, and the destination's default applies when it is received (TTL-7).
         own = F.col("time_to_live_ms").isNotNull()
-        out = (out.withColumn("expires_at", F.when(own, F.least("expires_at", capped)))
-               .withColumn("time_to_live_ms",
-                           F.when(own, F.least("time_to_live_ms", F.lit(cap_ms)))))
+        out = (out.withColumn("expires_at", per(
+                   lambda d: F.col("expires_at") if cap_ms(d) is None else F.when(own, F.least(
+                       "expires_at", F.expr(expiry_sql("enqueued_time", str(cap_ms(d) * 1000)))))))
+               .withColumn("time_to_live_ms", per(
+                   lambda d: F.col("time_to_live_ms") if cap_ms(d) is None
+                   else F.when(own, F.least("time_to_live_ms", F.lit(cap_ms(d)))))))
+    kept = [] if choice is None else [choice.alias("_t")]
     if not numbered:
-        return out.select(*[name for name in INBOX_NAMES if name != "idx"], "seq")
+        return out.select(*[name for name in INBOX_NAMES if name != "idx"], "seq", *kept)
     out = out.withColumn("idx", (F.row_number().over(
         Window.partitionBy("pid").orderBy("seq")) - 1).cast("int"))
-    return out.select(*INBOX_NAMES)
+    return out.select(*INBOX_NAMES, *kept)
 
 
 def append_once(store, rows, app_id: str, version: int) -> None:

@@ -10,7 +10,8 @@ Here, when every destination's inbox is a local table delta-rs appends to
 (:meth:`~sbdelta._store.engines.Engine.appends`) and a local staging folder is given:
 
 1. ONE Spark job numbers every destination's rows (one window over destination and
-   partition) and writes them as Parquet files below ``<staging>/<uuid>/_t=<i>/pid=<p>/``;
+   partition; the rows come as one DataFrame, each with its destination's index) and writes
+   them as Parquet files below ``<staging>/<uuid>/_t=<i>/pid=<p>/``;
 2. per destination, ONE delta-rs commit (side by side) adds its files, moved into the
    inbox's ``pid=<p>`` folders, with the idempotent-write record (``app_id``, ``version``)
    Spark's ``txnAppId``/``txnVersion`` writes make. The check that the version is not
@@ -61,12 +62,12 @@ def staging_folder(spark, staging: Optional[str], stores: Sequence[object]) -> O
     return local_path(staging)
 
 
-def append_staged(spark, folder: str, parts: Sequence[Tuple[object, object]], app_id: str,
+def append_staged(spark, folder: str, stores: Sequence[object], rows, app_id: str,
                   version: int, workers: int = 4) -> List[bool]:
-    """Append each part's rows (``(store, rows)``; ``rows`` the destination's inbox rows
-    without ``idx``, with ``seq`` giving their order) to its store's inbox once per
-    (``app_id``, ``version``), through ``folder`` (:func:`staging_folder`). Returns per
-    part whether it appended (False: the inbox recorded the version already)."""
+    """Append ``rows`` to the inboxes of ``stores`` once per (``app_id``, ``version``),
+    through ``folder`` (:func:`staging_folder`). ``rows`` are inbox rows without ``idx``,
+    with ``seq`` (their order) and ``_t`` (the index of each row's store in ``stores``).
+    Returns per store whether it appended (False: its inbox recorded the version already)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -75,13 +76,7 @@ def append_staged(spark, folder: str, parts: Sequence[Tuple[object, object]], ap
     _remove_stale(folder)
     stage = os.path.join(folder, uuid.uuid4().hex)
     kinds = dict(INBOX_COLUMNS)
-    names = [n for n in INBOX_NAMES if n != "idx"]
-    frames = [rows.select(F.lit(i).alias("_t"), "seq", *names)
-              for i, (_, rows) in enumerate(parts)]
-    every = frames[0]
-    for frame in frames[1:]:
-        every = every.unionByName(frame)
-    numbered = every.withColumn("idx", F.row_number().over(
+    numbered = rows.withColumn("idx", F.row_number().over(
         Window.partitionBy("_t", "pid").orderBy("seq")) - 1)
     (numbered.select("_t", *[F.col(n).cast(kinds[n]).alias(n) for n in INBOX_NAMES])
      .write.partitionBy("_t", "pid").parquet("file://" + stage))
@@ -89,7 +84,7 @@ def append_staged(spark, folder: str, parts: Sequence[Tuple[object, object]], ap
         return run_side_by_side(None, [
             (lambda i=i, store=store: _commit(store, os.path.join(stage, f"_t={i}"), app_id,
                                               version))
-            for i, (store, _) in enumerate(parts)], workers=workers)
+            for i, store in enumerate(stores)], workers=workers)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 

@@ -217,18 +217,38 @@ def _classified(rows, decisions: Dict[str, Decision]):
     return rows.withColumn("_reason", reason).withColumn("_description", description)
 
 
-def _target_rows(rows, path: str, target: Target, now: datetime, numbered: bool = True):
-    """The destination inbox rows of ``path``'s deliverable ``rows`` (``numbered``: as
-    :func:`.forward.destination_rows`)."""
+def _target_rows(rows, path: str, target: Target, now: datetime):
+    """The destination inbox rows of ``path``'s deliverable ``rows``."""
     from pyspark.sql import functions as F
 
     picked = rows.where((F.col("_path") == F.lit(path)) & F.col("_reason").isNull())
     picked = picked.withColumn("hops", F.lit(target.hops or None).cast("int"))
-    dest = Destination(_Partitions(target.partitions, target.folder),
+    return destination_rows(picked, _destination(target), now, hop=False)
+
+
+def _destination(target: Target) -> Destination:
+    return Destination(_Partitions(target.partitions, target.folder),
                        None if target.ttl_cap_ms is None
                        else timedelta(milliseconds=target.ttl_cap_ms),
                        target.key_by_message_id)
-    return destination_rows(picked, dest, now, hop=False, numbered=numbered)
+
+
+def _all_target_rows(rows, targets: List[Tuple[object, str, Target]], now: datetime):
+    """Every target's inbox rows of the deliverable ``rows`` in one pass (no union of one
+    filter per target): each row's target chosen by its path, its index as ``_t``; without
+    ``idx`` (:func:`.staged.append_staged` numbers them)."""
+    from pyspark.sql import functions as F
+
+    paths = [path for _, path, _ in targets]
+    index = F.when(F.col("_path") == F.lit(paths[0]), F.lit(0))
+    hops = F.when(F.col("_path") == F.lit(paths[0]), F.lit(targets[0][2].hops or None))
+    for i, (_, path, d) in enumerate(targets[1:], 1):
+        index = index.when(F.col("_path") == F.lit(path), F.lit(i))
+        hops = hops.when(F.col("_path") == F.lit(path), F.lit(d.hops or None))
+    picked = (rows.where(F.col("_path").isin(paths) & F.col("_reason").isNull())
+              .withColumn("_t", index).withColumn("hops", hops.cast("int")))
+    return destination_rows(picked, [_destination(d) for _, _, d in targets], now, hop=False,
+                            numbered=False, choice=F.col("_t"))
 
 
 def _deliver(spark, staging: Optional[str], targets: List[Tuple[object, str, Target]], rows,
@@ -240,9 +260,8 @@ def _deliver(spark, staging: Optional[str], targets: List[Tuple[object, str, Tar
     kill part way leaves what the next step's :func:`_finish` completes."""
     folder = staging_folder(spark, staging, [store for store, _, _ in targets])
     if folder is not None:
-        append_staged(spark, folder, [
-            (store, _target_rows(rows, path, d, now, numbered=False))
-            for store, path, d in targets], app_id, hi, workers=APPEND_WORKERS)
+        append_staged(spark, folder, [store for store, _, _ in targets],
+                      _all_target_rows(rows, targets, now), app_id, hi, workers=APPEND_WORKERS)
         return
     run_side_by_side(spark, [
         (lambda store=store, path=path, d=d: append_once(store, _target_rows(rows, path, d, now),

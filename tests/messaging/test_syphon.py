@@ -334,3 +334,47 @@ def test_pair_7_restored_session_ids_and_paths_keep_escapes_and_any_script(spark
         ("", "s", invalid_path)], "_path STRING, session_id STRING, _invalid STRING").withColumn(
         "application_properties", F.lit(encode_properties({"k": 'v"\\'})))
     assert_df_equality(got, want, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_pair_7_part_2_ttl_3_both_delivery_forms_give_each_destination_its_partitions_and_caps(
+        spark, tmp_path, clock):
+    """One range for three destinations that place and cap messages differently (a
+    partitioned queue that detects duplicates, a queue whose default time to live caps a
+    message's own, a plain queue) delivered by the staged form (``auto``: one pass over every
+    destination's rows) and by Spark appends (``spark``): each message ends in the partition
+    its key chooses (PART-2) with the same sequence-number layout, and is capped the same
+    way (TTL-3)."""
+    from sbdelta._store.layout import partition_of
+
+    got = {}
+    for engine in ("auto", "spark"):
+        primary, secondary = str(tmp_path / engine / "p"), str(tmp_path / engine / "s")
+        backlog = backlog_queue_name(primary_identity(normalize_root(primary)), 0)
+        ServiceBusAdministrationClient(secondary, spark=spark, clock=clock).create_queue(
+            backlog, **BACKLOG_QUEUE_PROPERTIES)
+        admin = ServiceBusAdministrationClient(primary, spark=spark, clock=clock)
+        admin.create_queue("parts", enable_partitioning=True,
+                           requires_duplicate_detection=True)
+        admin.create_queue("capped", default_message_time_to_live=timedelta(minutes=5))
+        admin.create_queue("plain")
+        park(spark, clock, secondary, backlog, [
+            (ServiceBusMessage(f"{q}{i}", message_id=f"id{i}",
+                               partition_key=None if i % 3 else f"k{i % 2}",
+                               time_to_live=timedelta(minutes=10) if i % 2 else None), q)
+            for i in range(12) for q in ("parts", "capped", "plain")])
+        report = Syphon(primary, secondary, spark=spark, clock=clock, engine=engine).drain()
+        assert report.moved == {"parts": 12, "capped": 12, "plain": 12}
+        seen = []
+        with ServiceBusClient(primary, spark=spark, clock=clock) as home:
+            for q in ("parts", "capped", "plain"):
+                for m in home.get_queue_receiver(q, max_wait_time=0).receive_messages(50):
+                    seen.append((q, str(m), partition_of(m.sequence_number) if q == "parts"
+                                 else 0, m.time_to_live, m.expires_at_utc))
+        got[engine] = sorted(seen)
+    assert got["auto"] == got["spark"]
+    ttls = {q: {ttl for r, _, _, ttl, _ in got["auto"] if r == q} for q in ("capped", "plain")}
+    # ten minutes cut to the cap (TTL-3), none given: the default (TTL-7); the plain queue's
+    # default is far longer
+    assert ttls["capped"] == {timedelta(minutes=5)}
+    assert timedelta(minutes=10) in ttls["plain"]
+    assert len({p for q, _, p, _, _ in got["auto"] if q == "parts"}) > 1

@@ -40,6 +40,17 @@ def _rows(spark, n: int, partitions: int, first: int):
                     *[F.lit(None).alias(c) for c in names]))
 
 
+def _parts(*frames):
+    """The rows of several destinations as one DataFrame, each row with its index ``_t``."""
+    from pyspark.sql import functions as F
+
+    out = None
+    for i, frame in enumerate(frames):
+        frame = frame.withColumn("_t", F.lit(i))
+        out = frame if out is None else out.unionByName(frame)
+    return out
+
+
 def _numbered(spark, store):
     """(pid, idx, message_id) of the store's inbox, as Spark reads it."""
     return (spark.read.format("delta").load(store.inbox_path)
@@ -59,8 +70,8 @@ def test_pair_7_a_staged_append_numbers_each_destination_and_takes_a_version_onc
     one, four = _stores(spark, tmp_path)
     folder = staging_folder(spark, str(tmp_path / "staging"), [one, four])
     assert folder == str(tmp_path / "staging")
-    parts = [(one, _rows(spark, 5, 1, 0)), (four, _rows(spark, 10, 4, 100))]
-    assert append_staged(spark, folder, parts, APP, 7) == [True, True]
+    parts = _parts(_rows(spark, 5, 1, 0), _rows(spark, 10, 4, 100))
+    assert append_staged(spark, folder, [one, four], parts, APP, 7) == [True, True]
     assert_df_equality(_numbered(spark, one), _expected(spark, 5, 1, 0),
                        ignore_nullable=True)
     assert_df_equality(_numbered(spark, four), _expected(spark, 10, 4, 100),
@@ -76,8 +87,8 @@ def test_pair_7_a_staged_append_numbers_each_destination_and_takes_a_version_onc
                           else {(p, version): (3 if p < 2 else 2) for p in range(4)})
     assert os.listdir(folder) == []  # nothing staged is left
     # The same version again (a recovery, another syphon): nothing is added.
-    assert append_staged(spark, folder, parts, APP, 7) == [False, False]
-    assert append_staged(spark, folder, parts, APP, 6) == [False, False]
+    assert append_staged(spark, folder, [one, four], parts, APP, 7) == [False, False]
+    assert append_staged(spark, folder, [one, four], parts, APP, 6) == [False, False]
     assert _numbered(spark, four).count() == 10
     assert os.listdir(folder) == []
 
@@ -102,7 +113,7 @@ def test_pair_7_a_staged_append_losing_to_a_spark_append_of_its_version_adds_not
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(deltalake.DeltaTable, "create_write_transaction", racing)
-    assert append_staged(spark, folder, [(one, _rows(spark, 3, 1, 50))], APP, 8) == [False]
+    assert append_staged(spark, folder, [one], _parts(_rows(spark, 3, 1, 50)), APP, 8) == [False]
     assert raced
     assert _numbered(spark, one).count() == 3
     assert deltalake.DeltaTable(one.inbox_path).transaction_version(APP) == 8
