@@ -72,12 +72,15 @@ def compact(namespace: str, entity: Tuple[str, ...], retain_hours: Optional[floa
 @click.option("--secondary", "-s", envvar="SBDELTA_SECONDARY", required=True,
               help="The secondary namespace holding the backlog queues.")
 @click.option("--dry-run", is_flag=True, help="List the backlog queues; move nothing.")
+@click.option("--dead-letter-disabled", is_flag=True,
+              help="Dead-letter messages for a disabled destination instead of waiting for it.")
 @guard
-def syphon(namespace: str, secondary: str, dry_run: bool) -> None:
+def syphon(namespace: str, secondary: str, dry_run: bool, dead_letter_disabled: bool) -> None:
     """Move the paired primary NAMESPACE's backlog messages home from SECONDARY (PAIR-7).
 
     One drain; jobs/syphon.py --follow keeps polling.
     """
     from ..paired.syphon import Syphon
 
-    click.echo(str(Syphon(namespace, secondary).drain(dry_run=dry_run)))
+    disabled = "dead_letter" if dead_letter_disabled else "wait"
+    click.echo(str(Syphon(namespace, secondary, disabled=disabled).drain(dry_run=dry_run)))

@@ -8,11 +8,13 @@ Finds the primary's backlog queues in the secondary namespace (``<primary identi
 x-servicebus-transfer/<i>``) and moves every message to the entity its ``x-ms-path`` names,
 with session id, time to live and scheduled time restored. Messages whose destination is
 missing go to the backlog queue's dead-letter queue with the reason; a destination disabled
-for sending is waited for (the report says so). A drain by
+for sending is waited for (the report says so), or with ``--dead-letter-disabled`` its
+messages are dead-lettered too (reason ``MessagingEntityDisabled``). A drain by
 default; ``--follow`` polls every ``--poll-seconds`` until SIGTERM or Ctrl-C. Safe to run while
 paired senders, receivers and other syphons are active, and after being killed: nothing is lost
 or delivered twice. Prints the report; exits 1 with the error on failure. Settings:
-conf/maintenance.json (``namespace``, section ``syphon``: ``secondary``, ``poll_seconds``), then
+conf/maintenance.json (``namespace``, section ``syphon``: ``secondary``, ``poll_seconds``,
+``disabled``: ``wait`` or ``dead_letter``), then
 ``SBDELTA_NAMESPACE``, then flags.
 """
 
@@ -36,6 +38,9 @@ def main(argv=None) -> int:
         parser.add_argument("--poll-seconds", type=float, metavar="S",
                             help=f"seconds between polls with --follow (default: conf, else "
                                  f"{DEFAULT_POLL_SECONDS:g})")
+        parser.add_argument("--dead-letter-disabled", action="store_true",
+                            help="dead-letter messages for a disabled destination instead of "
+                                 "waiting for it (default: conf 'disabled', else wait)")
 
     def action(args, settings):
         from ..exceptions import ConfigurationError
@@ -50,7 +55,9 @@ def main(argv=None) -> int:
                      if v is not None), DEFAULT_POLL_SECONDS)
         if not isinstance(poll, (int, float)) or isinstance(poll, bool) or poll <= 0:
             raise ConfigurationError(f"syphon: poll_seconds must be a number > 0, got {poll!r}")
-        syphon = Syphon(args.namespace, secondary)
+        disabled = "dead_letter" if args.dead_letter_disabled else settings.get("disabled",
+                                                                                   "wait")
+        syphon = Syphon(args.namespace, secondary, disabled=disabled)
         if not args.follow:
             return syphon.drain(queues=args.entities, dry_run=args.dry_run)
         stop = threading.Event()

@@ -44,12 +44,14 @@ from .backlog import restored_rows
 from .options import backlog_queues_of, primary_identity
 
 __all__ = ["Syphon", "SyphonReport", "SyphonThread", "ENTITY_NOT_FOUND_REASON",
-           "ENTITY_DISABLED_REASON"]
+           "ENTITY_DISABLED_REASON", "DISABLED_CHOICES"]
 
 log = logging.getLogger("sbdelta.syphon")
 
 ENTITY_NOT_FOUND_REASON = "MessagingEntityNotFound"
 ENTITY_DISABLED_REASON = "MessagingEntityDisabled"
+#: What a syphon may do with messages for a disabled destination (``Syphon(disabled=...)``).
+DISABLED_CHOICES = ("wait", "dead_letter")
 
 
 @dataclass
@@ -102,10 +104,24 @@ class Syphon:
         spark: The Spark session (default: the active one, or a local one).
         clock: The broker clock (tests inject one).
         engine: As the clients' ``engine`` (default ``$SBDELTA_ENGINE``, else ``"auto"``).
+        disabled: What becomes of messages for a destination that is Disabled or
+            SendDisabled: ``"wait"`` (the default: PAIR-3 counts it as an outage, so its
+            messages, and everything behind them in the backlog queue, wait until it takes
+            messages again) or ``"dead_letter"`` (they go to the backlog queue's dead-letter
+            queue with reason ``MessagingEntityDisabled``, and the rest moves on).
+
+    Raises:
+        ConfigurationError: ``disabled`` is not one of :data:`DISABLED_CHOICES`, or the
+            secondary is the primary.
     """
 
     def __init__(self, primary: str, secondary: str, *, spark=None, clock=None,
-                 engine: Optional[str] = None) -> None:
+                 engine: Optional[str] = None, disabled: str = "wait") -> None:
+        if disabled not in DISABLED_CHOICES:
+            raise ConfigurationError(
+                f"disabled={disabled!r}: say what the syphon does with messages for a "
+                f"disabled destination, one of {list(DISABLED_CHOICES)}")
+        self.disabled = disabled
         self.primary = Namespace(primary, spark=spark, clock=clock, engine=engine)
         self.secondary = Namespace(secondary, spark=self.primary.spark, clock=clock,
                                    engine=self.primary.engine.name)
@@ -195,7 +211,7 @@ class Syphon:
                 decisions[path] = SyphonRefusal(ENTITY_NOT_FOUND_REASON, str(exc))
                 continue
             except MessagingEntityDisabledError as exc:  # an outage, or paused: wait
-                decisions[path] = SyphonHold(ENTITY_DISABLED_REASON, str(exc))
+                decisions[path] = self._disabled(str(exc))
                 continue
             way = route(self._home, entity)
             cap = way.ttl_cap
@@ -220,8 +236,15 @@ class Syphon:
             self._home.queue_or_topic(path).check_send()
             entity.check_send()
         except MessagingEntityDisabledError as exc:
-            return entity.store, SyphonHold(ENTITY_DISABLED_REASON, str(exc))
+            why = self._disabled(str(exc))
+            return (entity.store if isinstance(why, SyphonHold) else None), why
         return entity.store, None
+
+    def _disabled(self, description: str):
+        """A disabled destination's decision: wait for it, or dead-letter its messages."""
+        if self.disabled == "dead_letter":
+            return SyphonRefusal(ENTITY_DISABLED_REASON, description)
+        return SyphonHold(ENTITY_DISABLED_REASON, description)
 
 
 class SyphonThread:

@@ -378,3 +378,36 @@ def test_pair_7_part_2_ttl_3_both_delivery_forms_give_each_destination_its_parti
     assert ttls["capped"] == {timedelta(minutes=5)}
     assert timedelta(minutes=10) in ttls["plain"]
     assert len({p for q, _, p, _, _ in got["auto"] if q == "parts"}) > 1
+
+
+def test_pair_7_a_syphon_told_to_dead_letters_messages_for_a_disabled_destination(
+        spark, paired, clock, tmp_path, capsys):
+    """``Syphon(disabled="dead_letter")`` (the job's ``--dead-letter-disabled``): a disabled
+    destination's messages go to the backlog queue's dead-letter queue (reason
+    ``MessagingEntityDisabled``) and what is behind them moves on, where the default waits
+    (the first test); a value it does not know is refused before anything is read."""
+    from jobs import syphon as job
+    from sbdelta.exceptions import ConfigurationError
+
+    primary, secondary, admin, backlog = paired
+    with pytest.raises(ConfigurationError, match=r"\['wait', 'dead_letter'\]"):
+        Syphon(primary, secondary, spark=spark, clock=clock, disabled="drop")
+    conf = tmp_path / "maintenance.json"
+    conf.write_text('{"syphon": {"disabled": "drop"}}')
+    assert job.main(["--conf", str(conf), "--namespace", primary, "--secondary",
+                     secondary]) == 1
+    assert "disabled='drop'" in capsys.readouterr().err
+    admin.create_queue("closed")
+    admin.create_queue("orders")
+    admin.update_queue(admin.get_queue("closed"), status=EntityStatus.SEND_DISABLED)
+    park(spark, clock, secondary, backlog, [(ServiceBusMessage("h"), "closed"),
+                                            (ServiceBusMessage("i"), "orders")])
+    assert job.main(["--namespace", primary, "--secondary", secondary,
+                     "--dead-letter-disabled"]) == 0
+    out = capsys.readouterr().out
+    assert "1 dead-lettered: MessagingEntityDisabled" in out and "waiting" not in out, out
+    assert dead_letters(spark, clock, secondary, backlog) == [
+        ("h", "MessagingEntityDisabled", "closed")]
+    with ServiceBusClient(primary, spark=spark, clock=clock) as home:
+        got = home.get_queue_receiver("orders", max_wait_time=0).receive_messages(10)
+    assert [str(m) for m in got] == ["i"]
