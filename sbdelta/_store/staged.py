@@ -78,9 +78,9 @@ def append_staged(spark, folder: str, stores: Sequence[object], rows, app_id: st
     kinds = dict(INBOX_COLUMNS)
     numbered = rows.withColumn("idx", F.row_number().over(
         Window.partitionBy("_t", "pid").orderBy("seq")) - 1)
-    (numbered.select("_t", *[F.col(n).cast(kinds[n]).alias(n) for n in INBOX_NAMES])
-     .write.partitionBy("_t", "pid").parquet("file://" + stage))
-    try:
+    try:  # the staged files go whatever happens: a failed or cancelled write's too
+        (numbered.select("_t", *[F.col(n).cast(kinds[n]).alias(n) for n in INBOX_NAMES])
+         .write.partitionBy("_t", "pid").parquet("file://" + stage))
         return run_side_by_side(None, [
             (lambda i=i, store=store: _commit(store, os.path.join(stage, f"_t={i}"), app_id,
                                               version))
