@@ -17,9 +17,9 @@ Here, when every destination's inbox is a local table delta-rs appends to
    Spark's ``txnAppId``/``txnVersion`` writes make. The check that the version is not
    recorded yet is made on the snapshot the commit is made against, and a commit after it
    recording the same app id (delta-rs's or Spark's) makes delta-rs refuse this one
-   (``CommitFailedError``): the commit is tried again on the new snapshot, which then says
-   the version is recorded, and nothing is added (:func:`.rs.append_once` does the same for
-   rows built in Python).
+   (``CommitFailedError``): the commit is tried again (:func:`.delta.retry`) on the new
+   snapshot, which then says the version is recorded, and nothing is added
+   (:func:`.rs.append_once` does the same for rows built in Python).
 
 Each file's statistics (row count, lowest and highest ``idx``: what :mod:`.rs_feed` counts
 new rows by) come from its Parquet footer. Files staged for a destination that records the
@@ -40,6 +40,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from .._connect import is_connect
 from . import rs
+from .delta import retry
 from .layout import INBOX_COLUMNS, INBOX_NAMES
 from .literals import local_path
 
@@ -47,8 +48,6 @@ __all__ = ["staging_folder", "append_staged", "STALE_AFTER"]
 
 #: Staged folders older than this (seconds) belong to a run that was killed: removed.
 STALE_AFTER = 6 * 3600
-#: How often one destination's commit is tried when concurrent commits win.
-ATTEMPTS = 20
 
 
 def staging_folder(spark, staging: Optional[str], stores: Sequence[object]) -> Optional[str]:
@@ -131,36 +130,32 @@ def _commit(store, where: str, app_id: str, version: int) -> bool:
     """Add the files staged below ``where`` to ``store``'s inbox in one delta-rs commit that
     records (``app_id``, ``version``), unless the inbox records it already."""
     from deltalake import CommitProperties, Transaction
-    from deltalake.exceptions import CommitFailedError
 
     staged = _staged_files(where)
     if not staged:
         return False
-    actions: list = []
-    for attempt in range(ATTEMPTS):
-        try:
-            with rs.writing(store.inbox_path) as (local, table):
-                done = table.transaction_version(app_id)
-                if done is not None and int(done) >= version:
-                    if not actions:  # nothing moved in yet
-                        shutil.rmtree(where, ignore_errors=True)
-                    return False
-                if not actions:
-                    actions = [_move_in(local, pid, path) for pid, path in staged]
-                before = table.version()
-                table.create_write_transaction(
-                    actions, "append", table.schema(), ["pid"],
-                    commit_properties=CommitProperties(
-                        app_transactions=[Transaction(app_id, int(version))]),
-                    post_commithook_properties=rs.post_commit_properties())
-        except CommitFailedError:  # a concurrent commit won: look again (its app ids too)
-            if attempt == ATTEMPTS - 1:
-                raise
-            time.sleep(min(0.05 * (attempt + 1), 0.5))
-            continue
+    actions: list = []  # the files' add actions, once they are moved into the inbox
+
+    def attempt() -> bool:
+        with rs.writing(store.inbox_path) as (local, table):
+            done = table.transaction_version(app_id)
+            if done is not None and int(done) >= version:
+                if not actions:  # nothing moved in yet
+                    shutil.rmtree(where, ignore_errors=True)
+                return False
+            if not actions:
+                actions.extend(_move_in(local, pid, path) for pid, path in staged)
+            before = table.version()
+            table.create_write_transaction(
+                actions, "append", table.schema(), ["pid"],
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(app_id, int(version))]),
+                post_commithook_properties=rs.post_commit_properties())
         rs.checkpoint_after(table, before)
         return True
-    return False  # not reached: the last attempt raises
+
+    # A concurrent commit won (CommitFailedError): look again, its app ids too.
+    return retry(attempt, what=f"staged append to {store.inbox_path}")
 
 
 def _move_in(local: str, pid: int, path: str):
