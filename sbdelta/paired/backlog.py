@@ -103,6 +103,35 @@ def _json_string(raw):
             .otherwise(F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v")))
 
 
+#: The usual backlog form: ``x-ms-path`` the one reserved key, once, at the top level (after
+#: ``{`` or ``,``), its value a string without escapes. Such a row is restored by plain string
+#: functions (where the key is, where its value ends) rather than regular expressions; any
+#: other row goes the general way. ``_at``: where the key starts (1-based, 0: absent).
+_PATH_KEY = f'"{PATH}":"'
+_SIMPLE = {
+    "_at": f"instr(application_properties, '{_PATH_KEY}')",
+    "_plain": (f"substring_index(substr(application_properties, _at + {len(_PATH_KEY)}), "
+               "'\"', 1)"),
+}
+_SIMPLE_WHEN = (
+    f"_at > 0 AND locate('\"{PATH}\":', application_properties, _at + 1) = 0"
+    " AND (substr(application_properties, _at - 1, 1) = ','"
+    " OR (_at = 2 AND substr(application_properties, 1, 1) = '{'))"
+    f" AND length(application_properties) > _at + {len(_PATH_KEY) - 1} + length(_plain)"
+    " AND NOT contains(_plain, '\\\\')"
+    + "".join(f" AND NOT contains(application_properties, '\"{key}\":')"
+              for key in RESERVED if key != PATH))
+#: A simple row's properties without its ``x-ms-path`` entry: the comma before it goes with
+#: it, or the one after it when it is the first key (as :data:`_STRIP` and the cleanup do).
+_AFTER = f"_at + {len(_PATH_KEY)} + length(_plain) + 1"  # the first character after the value
+_SIMPLE_CUT = (
+    "CASE WHEN substr(application_properties, _at - 1, 1) = '{' THEN concat('{', "
+    f"substr(application_properties, {_AFTER} + CASE WHEN "
+    f"substr(application_properties, {_AFTER}, 1) = ',' THEN 1 ELSE 0 END)) "
+    f"ELSE concat(substr(application_properties, 1, _at - 2), "
+    f"substr(application_properties, {_AFTER})) END")
+
+
 def restored_rows(rows):
     """Backlog inbox rows as the messages they stand for (PAIR-7), as Columns (no Python per
     row).
@@ -121,12 +150,20 @@ def restored_rows(rows):
     from .._message_fields import SYSTEM_STRING_FIELDS
 
     app = F.col("application_properties")
+    rows = rows.select("*", F.expr(_SIMPLE["_at"]).alias("_at"))
+    rows = rows.select("*", F.expr(_SIMPLE["_plain"]).alias("_plain"))
+    rows = rows.select("*", F.expr(_SIMPLE_WHEN).alias("_simple"))
+    simple = F.col("_simple")
     # Each raw value extracted once, then read by name: Spark keeps a projection apart
     # (rather than inline a costly expression) where the next one reads its column twice.
-    rows = rows.select("*", *[_raw(app, key).alias(name) for key, name in _RAWS])
+    rows = rows.select("*", *[
+        (F.when(simple, F.concat(F.lit('"'), F.col("_plain"), F.lit('"')))
+         .otherwise(_raw(app, key)) if key == PATH else _raw(app, key)).alias(name)
+        for key, name in _RAWS])
     path_raw, session_raw = F.col("_raw_path"), F.col("_raw_session")
     ttl_raw, scheduled_raw = F.col("_raw_ttl"), F.col("_raw_scheduled")
-    rows = rows.select("*", _json_string(path_raw).alias("_path"),
+    rows = rows.select("*", F.when(simple, F.col("_plain")).otherwise(
+                           _json_string(path_raw)).alias("_path"),
                        _json_string(session_raw).alias("_session"))
     path, session = F.col("_path"), F.col("_session")
     ttl = F.when(ttl_raw.rlike("^[0-9]+$"), ttl_raw.cast("bigint"))
@@ -141,7 +178,8 @@ def restored_rows(rows):
               F.lit(f"{TIME_TO_LIVE} is not a number of milliseconds"))
         .when(scheduled_raw.isNotNull() & scheduled.isNull(),
               F.lit(f"{SCHEDULED} is not a date and time")))
-    stripped = F.regexp_replace(F.regexp_replace(app, _STRIP, ""), r"^\{,", "{")
+    stripped = F.when(simple, F.expr(_SIMPLE_CUT)).otherwise(
+        F.regexp_replace(F.regexp_replace(app, _STRIP, ""), r"^\{,", "{"))
     stripped = F.when(stripped != "{}", stripped)
     out = (rows
            .withColumn("_invalid", invalid)
@@ -153,7 +191,7 @@ def restored_rows(rows):
            .withColumn("time_to_live_ms", ttl)
            .withColumn("scheduled_enqueue_time", scheduled)
            .withColumn("application_properties", stripped)
-           .drop("_session", *[name for _, name in _RAWS]))
+           .drop("_session", "_at", "_plain", "_simple", *[name for _, name in _RAWS]))
     from .._durations import expiry_sql
 
     strings = [F.col("to_address" if name == "to" else name) for name in SYSTEM_STRING_FIELDS]
