@@ -65,7 +65,9 @@ def append_staged(spark, folder: str, stores: Sequence[object], rows, app_id: st
                   version: int, workers: int = 4) -> List[bool]:
     """Append ``rows`` to the inboxes of ``stores`` once per (``app_id``, ``version``),
     through ``folder`` (:func:`staging_folder`). ``rows`` are inbox rows without ``idx``,
-    with ``seq`` (their order) and ``_t`` (the index of each row's store in ``stores``).
+    with ``seq`` (their order) and ``_t`` (the index of each row's store in ``stores``;
+    a row whose ``_t`` is NULL is written to the stage's default partition and goes with it:
+    a filter would make Spark compute the rows' columns again inside it).
     Returns per store whether it appended (False: its inbox recorded the version already)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

@@ -5,12 +5,15 @@ A backlog queue holds messages for many entities of the primary namespace; each 
 destination (the caller's ``restore`` gives it as ``_path``). One step covers a range of the
 backlog inbox (the versions past the frontiers, at most :data:`VERSION_WINDOW`):
 
-1. The range is read ONCE (checkpointed) and restored by the caller (properties, session id,
-   time to live). The destination paths found are decided by the caller's ``decide``, once per
-   path: a :class:`Target` (the destination's tables and what its sends check) or a
-   :class:`Refusal` (gone, disabled). Each row is then delivered to its target or refused
-   with a reason (refused destination, invalid row, a session destination's message without
-   session id, too large).
+1. The range is restored by the caller (properties, session id, time to live) and surveyed
+   in ONE narrow Spark job (:func:`_survey`: rows per destination path, nothing kept; the
+   range's versions never change, so step 3 reads them again rather than checkpoint a
+   range it reads once more; a range with dead letters is checkpointed, as picking them out
+   by a filter would make Spark compute the restore again inside it). The destination paths
+   found are decided by the caller's ``decide``, once per path: a :class:`Target` (the
+   destination's tables and what its sends check) or a :class:`Refusal` (gone, disabled).
+   Each row is then delivered to its target or refused with a reason (refused destination,
+   invalid row, a session destination's message without session id, too large).
 2. ONE guarded commit on the backlog's ``messages`` table moves the frontiers past the range,
    marks them with the old frontier (``fwd:<seq>``, so maintenance keeps the range), the time
    and the targets that get rows (JSON, in the frontier rows' ``application_properties``), and
@@ -193,6 +196,49 @@ def _live_rows(source, frontiers: Dict[int, int], hi: int, tombstones, restore):
     return restore(rows.withColumn("_orig", F.struct(*_KEPT_AS_SENT)))
 
 
+#: A survey's size for a row without one: larger than any limit, so its rows are counted.
+_UNKNOWN_SIZE = 1 << 62
+
+
+def _survey(rows) -> list:
+    """What a range holds, in ONE narrow Spark job (no body kept, nothing checkpointed: the
+    range's versions do not change, so the step reads them again to write them): per path,
+    whether the row is invalid and whether it lacks a session id, the rows (``n``), the
+    first backlog version (``v``) and the largest size (``size``)."""
+    from pyspark.sql import functions as F
+
+    return (rows.groupBy("_path", F.col("_invalid").isNotNull().alias("_bad"),
+                         F.col("session_id").isNull().alias("_sessionless"))
+            .agg(F.count(F.lit(1)).alias("n"),
+                 F.min(F.expr(f"shiftright(seq, {VERSION_SHIFT}) & {MAX_VERSION}")).alias("v"),
+                 # The size as sent to the backlog queue: the restore only shortens it
+                 # (reserved properties cut out), and the body need not be read for it.
+                 F.max(F.coalesce(F.col("_orig.size"), F.lit(_UNKNOWN_SIZE))).alias("size"))
+            .collect())
+
+
+def _counts(found: list, decisions: Dict[str, Decision]
+            ) -> Optional[Dict[Tuple[Optional[str], Optional[str]], int]]:
+    """Rows per (path, dead-letter reason) as :func:`_classified` gives them, from the
+    :func:`_survey`; None when a group's largest message is above its target's limit (some
+    of that group are too large: only the rows can say how many)."""
+    counts: Dict[Tuple[Optional[str], Optional[str]], int] = {}
+    for r in found:
+        d = decisions.get(r._path)
+        reason = None
+        if r._bad:
+            reason = INVALID_ROW_REASON
+        elif isinstance(d, Refusal):
+            reason = d.reason
+        elif isinstance(d, Target):
+            if d.requires_session and r._sessionless:
+                reason = SESSION_ID_REQUIRED_REASON
+            elif r.size is not None and r.size > d.max_size:
+                return None
+        counts[(r._path, reason)] = counts.get((r._path, reason), 0) + r.n
+    return counts
+
+
 def _classified(rows, decisions: Dict[str, Decision]):
     """``rows`` with ``_reason``/``_description`` (NULL: deliver to ``_path``'s target)."""
     from pyspark.sql import functions as F
@@ -234,9 +280,12 @@ def _destination(target: Target) -> Destination:
 
 
 def _all_target_rows(rows, targets: List[Tuple[object, str, Target]], now: datetime):
-    """Every target's inbox rows of the deliverable ``rows`` in one pass (no union of one
-    filter per target): each row's target chosen by its path, its index as ``_t``; without
-    ``idx`` (:func:`.staged.append_staged` numbers them)."""
+    """Every target's inbox rows of ``rows`` in one pass (no union of one filter per
+    target): each row's target chosen by its path, its index as ``_t``, NULL for a row not
+    delivered (with a ``_reason``, or no target); without ``idx``
+    (:func:`.staged.append_staged` numbers them). No filter: Spark would evaluate the
+    restore's expressions again inside it (it inlines computed columns into a filter it
+    pushes down), once per path the filter names."""
     from pyspark.sql import functions as F
 
     paths = [path for _, path, _ in targets]
@@ -245,24 +294,29 @@ def _all_target_rows(rows, targets: List[Tuple[object, str, Target]], now: datet
     for i, (_, path, d) in enumerate(targets[1:], 1):
         index = index.when(F.col("_path") == F.lit(path), F.lit(i))
         hops = hops.when(F.col("_path") == F.lit(path), F.lit(d.hops or None))
-    picked = (rows.where(F.col("_path").isin(paths) & F.col("_reason").isNull())
-              .withColumn("_t", index).withColumn("hops", hops.cast("int")))
+    picked = (rows.withColumn("_t", F.when(F.col("_reason").isNull(), index))
+              .withColumn("hops", hops.cast("int")))
     return destination_rows(picked, [_destination(d) for _, _, d in targets], now, hop=False,
                             numbered=False, choice=F.col("_t"))
 
 
 def _deliver(spark, staging: Optional[str], targets: List[Tuple[object, str, Target]], rows,
-             now: datetime, app_id: str, hi: int) -> None:
+             now: datetime, app_id: str, hi: int, checkpointed: bool = False) -> None:
     """Append each target's share of ``rows`` (``(store, path, target)``) to its inbox once
     per (``app_id``, ``hi``): ONE Spark job and a delta-rs commit per target where they can
     (:func:`.staged.append_staged`: local destinations, a ``staging`` folder), else a Spark
     append per target, side by side. Either way each append is idempotent, so an error or a
-    kill part way leaves what the next step's :func:`_finish` completes."""
+    kill part way leaves what the next step's :func:`_finish` completes. ``checkpointed``:
+    ``rows`` are materialized already."""
     folder = staging_folder(spark, staging, [store for store, _, _ in targets])
     if folder is not None:
         append_staged(spark, folder, [store for store, _, _ in targets],
                       _all_target_rows(rows, targets, now), app_id, hi, workers=APPEND_WORKERS)
         return
+    # Each target's filter would make Spark evaluate the restore again (it inlines computed
+    # columns into a filter): the range is checkpointed once for them.
+    if not checkpointed:
+        rows = materialize(rows)
     run_side_by_side(spark, [
         (lambda store=store, path=path, d=d: append_once(store, _target_rows(rows, path, d, now),
                                                           app_id, hi))
@@ -312,17 +366,20 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
     hi = min(latest, lo + VERSION_WINDOW - 1)
     while True:
         pids = sorted(p for p, s in lagging.items() if s <= hi)
-        rows = _live_rows(source, {p: frontiers[p] for p in pids}, hi, tombstones,
-                          restore).transform(materialize)
-        found = rows.groupBy("_path").agg(F.count(F.lit(1)).alias("n"), F.min(F.expr(
-            f"shiftright(seq, {VERSION_SHIFT}) & {MAX_VERSION}")).alias("v")).collect()
-        per_path = {r._path: r.n for r in found}
+        rows = _live_rows(source, {p: frontiers[p] for p in pids}, hi, tombstones, restore)
+        found = _survey(rows)
+        per_path: Dict[Optional[str], int] = {}
+        for r in found:
+            per_path[r._path] = per_path.get(r._path, 0) + r.n
         # One destination commit numbers at most 2^20 rows per partition: read fewer versions.
         if max(per_path.values(), default=0) > MAX_ROWS_PER_PARTITION_PER_COMMIT and hi > lo:
             hi = lo + (hi - lo) // 2
             continue
         decisions = decide(sorted(p for p in per_path if p is not None))
-        held = {r._path: r.v for r in found if isinstance(decisions.get(r._path), Hold)}
+        held: Dict[str, int] = {}
+        for r in found:
+            if isinstance(decisions.get(r._path), Hold):
+                held[r._path] = min(held.get(r._path, r.v), r.v)
         if not held:
             break
         first = min(held.values())  # nothing moves past the first message that must wait
@@ -335,16 +392,22 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
             return moved, False
         hi = first - 1
     rows = _classified(rows, decisions)
-    counts = {(r._path, r._reason): r.n for r in rows.groupBy("_path", "_reason")
-              .agg(F.count(F.lit(1)).alias("n")).collect()}
+    counts = _counts(found, decisions)
+    if counts is None:  # a message near a destination's size limit: counted row by row
+        counts = {(r._path, r._reason): r.n for r in rows.groupBy("_path", "_reason")
+                  .agg(F.count(F.lit(1)).alias("n")).collect()}
     # The mark keeps only the targets that get rows: a recovery appends to those alone.
     targets = {path: d for path, d in decisions.items()
                if isinstance(d, Target) and counts.get((path, None))}
     dead = None
+    if any(reason is not None for _, reason in counts):
+        # A filter on the reason would make Spark compute the restore again inside it, once
+        # per path the reason names: a range with dead letters is checkpointed (read once).
+        rows = rows.transform(materialize)
+        dead = rows.where(F.col("_reason").isNotNull())
     for (path, reason), n in counts.items():
         if reason is not None:
             moved.dead_lettered[reason] = moved.dead_lettered.get(reason, 0) + n
-            dead = rows.where(F.col("_reason").isNotNull())
     # ONE commit: frontiers past the range, marked with the old ones and the targets (other
     # marks cleared), the range's dead letters and those of a mark finished above.
     step_pids = sorted(set(pids) | set(marked))
@@ -361,7 +424,7 @@ def _step(source, restore: Restore, decide: Decide, reopen: Reopen, now: datetim
         stores[path] = store
     _deliver(source.spark, staging, [(stores[path], path, d)
                                      for path, d in sorted(targets.items())], rows, now,
-             app_id, hi)
+             app_id, hi, checkpointed=dead is not None)
     for path in targets:
         moved.moved[path] = moved.moved.get(path, 0) + counts[(path, None)]
     if targets:
@@ -447,7 +510,7 @@ def _finish(source, marked, tombstones, restore: Restore, reopen: Reopen, moved:
     taking = [(store, path, targets[path]) for path, (store, refusal) in sorted(missing.items())
               if refusal is None]
     if taking:
-        _deliver(source.spark, staging, taking, rows, then, ids[0], hi)
+        _deliver(source.spark, staging, taking, rows, then, ids[0], hi, checkpointed=True)
         for r in (rows.where(F.col("_path").isin([p for _, p, _ in taking])
                              & F.col("_reason").isNull())
                   .groupBy("_path").agg(F.count(F.lit(1)).alias("n")).collect()):

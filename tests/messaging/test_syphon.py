@@ -336,6 +336,44 @@ def test_pair_7_restored_session_ids_and_paths_keep_escapes_and_any_script(spark
     assert_df_equality(got, want, ignore_nullable=True, ignore_row_order=True)
 
 
+def test_pair_7_the_usual_backlog_form_and_every_other_restore_alike(spark):
+    """The usual backlog form (``x-ms-path`` the one reserved key, once, at the top level, a
+    string without escapes) is restored by plain string functions, every other form by
+    regular expressions: both give what the sender set, the entry cut out with its comma, in
+    any script; text that is not such a form is refused as it always was."""
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    from sbdelta._store.layout import INBOX_COLUMNS
+    from sbdelta.paired.backlog import restored_rows
+
+    no_path = "the message has no x-ms-path property naming its destination (a paired sender sets it)"
+    not_path = "x-ms-path is not an entity path"
+    cases = [  # (stored properties, path, properties left, why invalid)
+        ('{"x-ms-path":"q"}', "q", None, None),
+        ('{"x-ms-path":"q","k":1}', "q", '{"k":1}', None),
+        ('{"k":1,"x-ms-path":"q"}', "q", '{"k":1}', None),
+        ('{"k":1,"x-ms-path":"q/r","z":"t"}', "q/r", '{"k":1,"z":"t"}', None),
+        ('{"k":"a\\"b","x-ms-path":"q"}', "q", '{"k":"a\\"b"}', None),  # an escape before it
+        ('{"é":"ü✓","x-ms-path":"ö/ß","z":1}', "ö/ß", '{"é":"ü✓","z":1}', None),
+        ('{"x-ms-path":"a\\"b","k":1}', 'a"b', '{"k":1}', None),  # escaped: the general way
+        ('{"x-ms-path":"q","x-ms-timetolive":5}', "q", None, None),  # another reserved key
+        ('{"x-ms-path":"q","x-ms-path":"r"}', "q", None, None),  # twice: the first, both cut
+        ('{"x-ms-path":""}', "", None, not_path),
+        ('{"x-ms-path":7}', None, None, not_path),
+        ('X"x-ms-path":"q"}', None, 'X"x-ms-path":"q"}', no_path),  # not at the top level
+        ('{"x-ms-path":"q', None, '{"x-ms-path":"q', no_path),  # the value never ends
+    ]
+    rows = spark.createDataFrame([(c[0],) for c in cases], "application_properties STRING").select(*[
+        F.col(name) if name == "application_properties"
+        else F.current_timestamp().alias(name) if name == "enqueued_time"
+        else F.lit(None).cast(kind).alias(name) for name, kind in INBOX_COLUMNS])
+    got = restored_rows(rows).select("_path", "application_properties", "_invalid")
+    want = spark.createDataFrame([c[1:] for c in cases],
+                                 "_path STRING, application_properties STRING, _invalid STRING")
+    assert_df_equality(got, want, ignore_nullable=True, ignore_row_order=True)
+
+
 def test_pair_7_part_2_ttl_3_both_delivery_forms_give_each_destination_its_partitions_and_caps(
         spark, tmp_path, clock):
     """One range for three destinations that place and cap messages differently (a
@@ -411,3 +449,41 @@ def test_pair_7_a_syphon_told_to_dead_letters_messages_for_a_disabled_destinatio
     with ServiceBusClient(primary, spark=spark, clock=clock) as home:
         got = home.get_queue_receiver("orders", max_wait_time=0).receive_messages(10)
     assert [str(m) for m in got] == ["i"]
+
+
+def test_pair_7_send_5_a_destination_s_size_limit_applies_to_the_message_as_restored(
+        spark, paired, clock):
+    """SEND-5 at the destination, on the message as restored (PAIR-7: the reserved
+    properties cut out): one byte over the limit goes to the backlog queue's dead-letter queue
+    (``MessageSizeExceeded``) while the rest of the range moves, and one that fits exactly
+    moves although its backlog form is larger. (The syphon counts a range by the sizes of the
+    backlog forms, which are never smaller; a range with a larger one is counted by the
+    restored sizes: this test takes that way.)"""
+    primary, secondary, admin, backlog = paired
+    admin.create_queue("small", max_message_size_in_kilobytes=1)
+    admin.create_queue("orders")
+
+    def sized(message_id: str, size: int) -> ServiceBusMessage:
+        base = ServiceBusMessage("x", message_id=message_id).size_in_bytes - 1
+        message = ServiceBusMessage("x" * (size - base), message_id=message_id)
+        assert message.size_in_bytes == size
+        return message
+
+    fits, over = sized("fits", 1024), sized("over", 1025)
+    assert to_backlog(fits, "small").size_in_bytes > 1024
+    large = sized("large", 4096)
+    park(spark, clock, secondary, backlog, [(fits, "small"), (over, "small"), (large, "orders")])
+    report = Syphon(primary, secondary, spark=spark, clock=clock).drain()
+    assert (report.moved, report.dead_lettered) == ({"small": 1, "orders": 1},
+                                                    {"MessageSizeExceeded": 1})
+    with ServiceBusClient(secondary, spark=spark, clock=clock) as away:
+        (dead,) = away.get_queue_receiver(backlog, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                          max_wait_time=0).receive_messages(10)
+    assert (dead.message_id, dead.dead_letter_reason,
+            dead.application_properties["x-ms-path"]) == ("over", "MessageSizeExceeded", "small")
+    assert "1024 bytes" in dead.dead_letter_error_description
+    with ServiceBusClient(primary, spark=spark, clock=clock) as home:
+        for queue, message_id in (("small", "fits"), ("orders", "large")):
+            got = home.get_queue_receiver(queue, max_wait_time=0).receive_messages(10)
+            assert [(m.message_id, len(str(m))) for m in got] == [
+                (message_id, len(str(fits if queue == "small" else large)))]
