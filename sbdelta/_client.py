@@ -86,7 +86,8 @@ class ServiceBusClient:
             from .paired.syphon import Syphon, SyphonThread
 
             return SyphonThread(Syphon(self.namespace, options.secondary, spark=spark,
-                                       clock=clock, engine=engine))
+                                       clock=clock, engine=engine,
+                                       disabled=options.syphon_disabled))
 
         return Pairing(options, self.namespace, clock.now, secondary, admin, start_syphon)
 

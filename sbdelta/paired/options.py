@@ -20,7 +20,7 @@ from ..exceptions import ConfigurationError
 
 __all__ = ["PairedNamespaceOptions", "BACKLOG_QUEUE_PROPERTIES", "MAX_BACKLOG_QUEUES",
            "primary_identity", "backlog_queue_name", "TRANSFER_SEGMENT", "is_backlog_queue",
-           "backlog_queues_of"]
+           "backlog_queues_of", "DISABLED_CHOICES"]
 
 TRANSFER_SEGMENT = "x-servicebus-transfer"
 #: Backlog queue indexes run 0..n-1; more than this many is a mistake, not a need.
@@ -37,6 +37,11 @@ BACKLOG_QUEUE_PROPERTIES: Dict[str, Any] = {
     "dead_lettering_on_message_expiration": True,
     "enable_batched_operations": True,
 }
+
+
+#: What a syphon may do with messages for a disabled destination (``Syphon(disabled=...)``,
+#: ``PairedNamespaceOptions(syphon_disabled=...)``).
+DISABLED_CHOICES = ("wait", "dead_letter")
 
 
 def _interval(value: Any, name: str) -> timedelta:
@@ -64,6 +69,11 @@ class PairedNamespaceOptions:
             default 1 minute).
         enable_syphon: Whether the client runs a syphon moving backlog messages to the primary
             (PAIR-7; default False: run ``jobs/syphon.py`` instead).
+        syphon_disabled: What the client's syphon does with messages for a destination that
+            is Disabled or SendDisabled: ``"wait"`` (default: they, and what is behind them
+            in their backlog queue, wait until it takes messages again) or ``"dead_letter"``
+            (to the backlog queue's dead-letter queue, reason ``MessagingEntityDisabled``);
+            as ``Syphon(disabled=...)`` and the job's ``--dead-letter-disabled``.
     """
 
     secondary: str
@@ -71,6 +81,7 @@ class PairedNamespaceOptions:
     failover_interval: timedelta = timedelta(minutes=1)
     ping_primary_interval: timedelta = timedelta(minutes=1)
     enable_syphon: bool = False
+    syphon_disabled: str = "wait"
 
     def __post_init__(self) -> None:
         if not isinstance(self.secondary, str) or not self.secondary.strip():
@@ -90,6 +101,10 @@ class PairedNamespaceOptions:
         if not isinstance(self.enable_syphon, bool):
             raise ConfigurationError(
                 f"enable_syphon must be True or False, got {self.enable_syphon!r}")
+        if self.syphon_disabled not in DISABLED_CHOICES:
+            raise ConfigurationError(
+                f"syphon_disabled must be one of {list(DISABLED_CHOICES)} (what the syphon "
+                f"does with messages for a disabled destination), got {self.syphon_disabled!r}")
 
 
 def primary_identity(root: str) -> str:

@@ -41,7 +41,7 @@ from ..exceptions import (ConfigurationError, InvalidEntityNameError, MessagingE
                           MessagingEntityNotFoundError, ServiceBusCommunicationError,
                           ServiceBusError)
 from .backlog import restored_rows
-from .options import backlog_queues_of, primary_identity
+from .options import DISABLED_CHOICES, backlog_queues_of, primary_identity
 
 __all__ = ["Syphon", "SyphonReport", "SyphonThread", "ENTITY_NOT_FOUND_REASON",
            "ENTITY_DISABLED_REASON", "DISABLED_CHOICES"]
@@ -50,8 +50,6 @@ log = logging.getLogger("sbdelta.syphon")
 
 ENTITY_NOT_FOUND_REASON = "MessagingEntityNotFound"
 ENTITY_DISABLED_REASON = "MessagingEntityDisabled"
-#: What a syphon may do with messages for a disabled destination (``Syphon(disabled=...)``).
-DISABLED_CHOICES = ("wait", "dead_letter")
 
 
 @dataclass

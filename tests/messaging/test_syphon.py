@@ -264,6 +264,29 @@ def test_pair_8_a_paired_clients_own_syphon_moves_messages_and_stops_when_it_clo
                    for t in threading.enumerate())
 
 
+def test_pair_8_a_paired_client_s_own_syphon_told_to_dead_letters_a_disabled_destination_s(
+        spark, paired, clock):
+    """``PairedNamespaceOptions(syphon_disabled="dead_letter")`` reaches the client's own
+    syphon: the message for a disabled queue is dead-lettered and the one behind it arrives
+    (the default would hold both, the first test)."""
+    primary, secondary, admin, backlog = paired
+    admin.create_queue("closed")
+    admin.create_queue("orders")
+    admin.update_queue(admin.get_queue("closed"), status=EntityStatus.SEND_DISABLED)
+    park(spark, clock, secondary, backlog, [(ServiceBusMessage("h"), "closed"),
+                                            (ServiceBusMessage("i"), "orders")])
+    options = PairedNamespaceOptions(secondary, backlog_queue_count=1, enable_syphon=True,
+                                     syphon_disabled="dead_letter")
+    with ServiceBusClient(primary, spark=spark, clock=clock, paired_namespace=options) as client:
+        receiver = client.get_queue_receiver("orders", max_wait_time=0)
+        got, deadline = [], time.monotonic() + 300
+        while not got and time.monotonic() < deadline:
+            got = receiver.peek_messages(1, sequence_number=0)
+        assert [str(m) for m in got] == ["i"]
+    assert dead_letters(spark, clock, secondary, backlog) == [
+        ("h", "MessagingEntityDisabled", "closed")]
+
+
 def test_jobs_syphon_drains_lists_and_names_what_is_missing(spark, paired, clock, capsys):
     from click.testing import CliRunner
 

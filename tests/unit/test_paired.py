@@ -55,7 +55,8 @@ def test_pair_1_backlog_queues_have_exactly_the_listed_properties():
 def test_pairing_options_have_the_sdk_defaults_and_refuse_bad_values():
     options = PairedNamespaceOptions("/data/secondary")
     assert (options.backlog_queue_count, options.failover_interval,
-            options.ping_primary_interval, options.enable_syphon) == (10, MINUTE, MINUTE, False)
+            options.ping_primary_interval, options.enable_syphon, options.syphon_disabled) == \
+        (10, MINUTE, MINUTE, False, "wait")
     assert PairedNamespaceOptions("/s", failover_interval=30).failover_interval == \
         timedelta(seconds=30)
     for kwargs, error in [
@@ -65,6 +66,8 @@ def test_pairing_options_have_the_sdk_defaults_and_refuse_bad_values():
         (dict(secondary="/s", failover_interval=timedelta(0)), "more than 0"),
         (dict(secondary="/s", ping_primary_interval="1m"), "timedelta or a number"),
         (dict(secondary="/s", enable_syphon="yes"), "True or False"),
+        (dict(secondary="/s", syphon_disabled="drop"),
+         r"syphon_disabled must be one of \['wait', 'dead_letter'\].*'drop'"),
     ]:
         with pytest.raises(ConfigurationError, match=error):
             PairedNamespaceOptions(**kwargs)
