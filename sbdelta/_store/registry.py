@@ -170,13 +170,14 @@ class Registry:
         retry(lambda: self._merge(spec, [source]), what=f"update {kind} {key}")
 
     def retire(self, key: str, kind: str,
-               change: Callable[[RegistryRow], Tuple[Optional[dict], RegistryRow]],
+               change: Callable[[RegistryRow], Optional[Tuple[Optional[dict], RegistryRow]]],
                now: datetime) -> None:
         """Replace or delete the row ``key`` and keep its old version, in ONE commit.
 
         ``change(row)`` gets the row as read and returns (new properties, or None to delete
-        it; the history row to insert). Raises GuardTripped('NOT_FOUND') if the row is gone.
-        A row changed between the read and the commit trips STALE, and the read is redone.
+        it; the history row to insert), or None when nothing changes (nothing is written).
+        Raises GuardTripped('NOT_FOUND') if the row is gone. A row changed between the read
+        and the commit trips STALE, and the read is redone.
         """
         self.ensure()
         spec = MergeSpec("t.key = s.key", (
@@ -193,7 +194,10 @@ class Registry:
             row = self.get(key)
             if row is None or row.kind != kind:
                 raise GuardTripped("NOT_FOUND")
-            replacement, history = change(row)
+            changed = change(row)
+            if changed is None:
+                return
+            replacement, history = changed
             rows = [{"key": key, "kind": kind, "updated_at": now, "expected": row.updated_at,
                      "properties": (None if replacement is None
                                     else json.dumps(replacement, sort_keys=True)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Union
@@ -523,6 +524,9 @@ class ServiceBusAdministrationClient:
         now = self._ns.clock.now()
 
         def change(row: RegistryRow):
+            if replacement is not None and json.loads(json.dumps(
+                    _without_timestamps(replacement.to_dict()), sort_keys=True)) == row.properties:
+                return None  # the same filter and action: no new version (TOPIC-2 unchanged)
             window = RuleWindow(RuleProperties.from_dict(row.properties), row.updated_at, now)
             history = RegistryRow(ref.history_key(uuid.uuid4().hex[:12]), RULE_HISTORY,
                                   ref.name, ref.parent, None, window.to_history(), now, now)

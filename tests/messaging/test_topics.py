@@ -155,6 +155,30 @@ def test_topic_2_rule_changes_affect_only_later_messages(client, admin, topic, c
     assert [r.name for r in admin.list_rules(t, "s")] == []
 
 
+def test_topic_2_an_update_rule_that_changes_nothing_writes_nothing(spark, admin, topic, ns):
+    """``update_rule`` with the filter and action the rule has already makes no new version
+    (no commit on the registry); one that changes the action does."""
+    from delta.tables import DeltaTable
+
+    t = topic()
+    admin.create_subscription(t, "s", default_rule=RuleProperties(
+        t, "s", "pick", filter=SqlRuleFilter("colour = 'red'")))
+    registry = DeltaTable.forPath(spark, f"{ns}/_sbdelta/registry")
+
+    def version():
+        return registry.history(1).collect()[0]["version"]
+
+    before = version()
+    admin.update_rule(t, "s", admin.get_rule(t, "s", "pick"))
+    admin.update_rule(t, "s", RuleProperties(t, "s", "pick",
+                                             filter=SqlRuleFilter("colour = 'red'")))
+    assert version() == before
+    admin.update_rule(t, "s", admin.get_rule(t, "s", "pick"),
+                      action=SqlRuleAction("SET colour = 'blue'"))
+    assert version() == before + 1
+    assert admin.get_rule(t, "s", "pick").action.sql_expression == "SET colour = 'blue'"
+
+
 def test_topic_2_subscription_without_rules_receives_nothing(client, admin, topic, clock):
     t = topic()
     admin.create_subscription(t, "s")
