@@ -3,6 +3,11 @@
 Reports messages completed per second in total, Delta commit conflicts (and stale plans) per
 successful receive, and checks from the workers' logs that no message was held by two valid
 locks at once and none was completed twice. Baseline: the same shape on RabbitMQ.
+
+With single-message calls (``--contention-batch 1``) it also runs the raw delta-rs shapes of
+:mod:`.raw_contention` for the same time: the workload's commits made directly (1 appender, 2
+lockers deleting one row per commit) and their ceiling (2 processes only deleting one row per
+commit), each next to sbdelta's rate, and the ceiling next to RabbitMQ's.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import List
 
+from . import raw_contention
 from .measure import KB, ROOT, Row, body_bytes
 
 
@@ -69,7 +75,31 @@ def run_contention(bench) -> List[Row]:
                 p.kill()
                 p.wait()
     end = start + s.contention_seconds
-    return _report(bench, logs, start, end)
+    rows = _report(bench, logs, start, end)
+    if s.contention_batch == 1:
+        rows += _raw_rows(bench, rows[0])
+    return rows
+
+
+def _raw_rows(bench, rate: Row) -> List[Row]:
+    """The raw delta-rs shapes (single-message commits) next to sbdelta's rate, and their
+    ceiling next to RabbitMQ's: what any layer over per-message Delta commits could reach."""
+    s = bench.sizes
+    out = []
+    for shape, name in (("workload", "1 appender + 2 lockers, a one-row DELETE per completion"),
+                        ("ceiling", "2 processes only deleting, a one-row DELETE per commit")):
+        got = raw_contention.run(bench, shape, s.contention_seconds, s.contention_prefetch,
+                                 s.contention_prefill)
+        bench.echo(f"  raw delta-rs {shape}: {got['completed_per_second']:.1f} completed/s "
+                   f"({got['conflicts']} conflicts)")
+        out.append(Row("contention", f"completed/s vs raw delta-rs {shape}", "msgs/s", True,
+                       rate.sbdelta, got["completed_per_second"], f"raw delta-rs: {name}",
+                       params={"raw": got}))
+    ceiling = out[-1].baseline
+    out.append(Row("contention", "raw delta-rs ceiling vs RabbitMQ (the most any layer over "
+                   "per-message Delta commits reaches)", "msgs/s", True, ceiling, rate.baseline,
+                   rate.baseline_name, rate.baseline_note, params={"raw": out[-1].params["raw"]}))
+    return out
 
 
 def _tail(logs, procs) -> str:
