@@ -44,14 +44,15 @@ def encode_properties(props: Optional[Mapping[str, Any]]) -> Optional[str]:
 
     str, int, finite float, bool and None are plain JSON values; bytes are ``{"$b": base64}``,
     datetimes ``{"$t": ISO-8601 in UTC}`` (naive taken as UTC), UUIDs ``{"$u": text}``, and
-    NaN and infinities ``{"$f": "nan" | "inf" | "-inf"}``. ``None`` gives ``None``; an empty dict
-    gives ``"{}"``.
+    NaN and infinities ``{"$f": "nan" | "inf" | "-inf"}``. ``None`` and an empty dict give
+    ``None``: no properties are stored as none, so a message counts the same size (SEND-5)
+    sent with ``{}``, without properties, or received (whose properties are then ``{}``).
 
     Raises:
         MessageTypeError, InvalidMessageError: As for ``ServiceBusMessage.application_properties``.
     """
     checked = check_properties(props)
-    if checked is None:
+    if not checked:
         return None
     encoded = {key: _encode_value(key, value) for key, value in checked.items()}
     return json.dumps(encoded, sort_keys=True, separators=(",", ":"), ensure_ascii=False,

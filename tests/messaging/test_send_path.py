@@ -48,6 +48,22 @@ def test_send_5_a_body_of_the_limit_plus_a_property_is_refused_by_both_send_form
     assert_nothing_stored(client, admin, name)
 
 
+def test_send_5_no_properties_and_empty_properties_count_alike_sent_stored_and_received(
+        client, queue, admin):
+    from sbdelta._size import HEADER_ALLOWANCE
+
+    name = queue()
+    sent = [ServiceBusMessage(b"abc"), ServiceBusMessage(b"abc", application_properties={})]
+    client.get_queue_sender(name).send_messages(sent)
+    one = HEADER_ALLOWANCE + 3
+    assert [m.size_in_bytes for m in sent] == [one, one]
+    # The entity's size counts what was stored: no properties text for either.
+    assert admin.get_queue_runtime_properties(name).size_in_bytes == 2 * one
+    got = receive_all(client.get_queue_receiver(name, max_wait_time=0), 2)
+    assert [m.application_properties for m in got] == [{}, {}]
+    assert [m.size_in_bytes for m in got] == [one, one]
+
+
 def test_send_5_header_bytes_count_and_both_send_forms_share_one_boundary(
         spark, client, queue, admin):
     name = queue(max_message_size_in_kilobytes=1)

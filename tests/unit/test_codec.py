@@ -20,7 +20,6 @@ RULE = re.compile(PROPERTIES_JSON)
 T0 = datetime(2024, 2, 29, 23, 59, 59, 123456, tzinfo=timezone.utc)
 
 WRITTEN = [
-    {},
     {"k": "v", "n": None, "t": True, "f": False, "x": -1.5, "e": 1e300, "z": 0, "m": -0.0,
      "max": 2 ** 63 - 1, "min": -(2 ** 63)},
     {"b": b"\x00\x01\xff", "empty": b"", "t": T0, "first": datetime(1, 1, 1, tzinfo=timezone.utc),
@@ -35,6 +34,12 @@ def test_everything_encode_properties_writes_passes_and_decodes(props):
     assert RULE.fullmatch(text)
     assert RULE.fullmatch(f' \n{text.replace(",", " , ")}\t')  # JSON whitespace is fine
     decode_properties(text)
+
+
+def test_an_empty_object_is_written_as_none_and_passes_when_a_dataframe_gives_it():
+    assert encode_properties({}) is None  # stored as none (SEND-5: sizes alike)
+    assert RULE.fullmatch("{}") and RULE.fullmatch(" { } ")
+    assert decode_properties("{}") == decode_properties(None) == {}
 
 
 @pytest.mark.parametrize("text", [
