@@ -4,13 +4,14 @@ made directly with delta-rs by 2 locker processes and 1 appender process on one 
     python -m bench.raw_contention lock|append|delete <table> <log> <go file> <seconds> \
         <prefetch> <index> <prefilled rows>
 
-This is the most a layer over per-message Delta commits could reach on the machine, whatever
-its protocol: each locker locks ``prefetch`` rows (1: one) in one delta-rs UPDATE, rows of its
-own (even or odd ids, so the two never want the same row: no planning, no stale reads, only
-commits racing on one log; the rows are prefilled in files of 100, each file one locker's, as
-sbdelta's receive gathers the rows it locks in files of their own), then deletes them one per commit (a completion each), as sbdelta's
-receivers with ``prefetch_count`` do; the appender appends one 1 KB row per commit. Commits
-that lose a race are retried, and counted. Reported: rows deleted per second over the window.
+This is the work a layer over per-message Delta commits has to do, whatever its protocol:
+each locker locks ``prefetch`` rows (1: one) in one delta-rs UPDATE, rows of its own (the rows
+are prefilled in files of 100, each file one locker's, as sbdelta's receive gathers the rows it
+locks in files of their own: the two never want the same row or file, so there is no planning
+and no stale read, only commits racing on one log), then deletes them one per commit (a
+completion each), as sbdelta's receivers with ``prefetch_count`` do; the appender appends one
+1 KB row per commit. Commits that lose a race are retried, and counted. Reported: rows deleted
+per second over the window.
 
 And the ceiling of any such layer: 2 processes that only delete one row per commit (each its
 own files' rows; no appends, no locks), the least Delta work a single-message completion is;
@@ -36,8 +37,7 @@ APPENDED_FROM = 1 << 40
 
 
 #: The raw table's properties: a checkpoint every 10 commits, as sbdelta's tables have
-#: (delta-rs's default is 100; with it, two deleting processes made 33 commits/s over 120 s,
-#: against 53-77 in the first 5-10 s, while replaying ever more commits).
+#: (delta-rs's default is 100).
 TABLE_PROPERTIES = {"delta.checkpointInterval": "10"}
 
 #: Rows per prefilled file; file ``b`` (ids ``b * BLOCK`` ..) is locker ``b % 2``'s.
