@@ -22,7 +22,7 @@ from ..exceptions import MessageNotFoundError
 from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, materialize, merge, retry
-from .inbox import UNCOUNTED, LaterRows, scan_inbox
+from .inbox import LaterRows, scan_inbox
 from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
                      start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
@@ -130,8 +130,6 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
     for i in range(store.partitions if session is None else 0):
         p = (start + i) % store.partitions
         old, new = claimable[p], new_counts.get(p, 0)
-        if new is UNCOUNTED:  # as many as the batch has left: the plan takes what there is
-            new = max(0, remaining - old)
         if old + new + actions[p] == 0:
             continue
         if remaining <= 0 and n == 0 and actions[p]:

@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .apply import SOURCE_COLUMNS, expiry_marks
-from .inbox import UNCOUNTED
 from .literals import sql_literal
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
                      IDX_MASK, INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED,
@@ -68,8 +67,7 @@ class Grant:
 class Choice:
     """What a receive decided to plan, from its statistics: per chosen partition how many
     registered (``take_old``) and new (``take_new``) messages to take, the frontier rows'
-    revisions read (``revs``), how many new rows each partition had (``new_counts``; for a
-    partition :data:`.inbox.UNCOUNTED`, the plan counts what it read) up to
+    revisions read (``revs``), how many new rows each partition had (``new_counts``) up to
     inbox version ``hi``, whether some chosen partition has messages needing action
     (``act``), and which hold cancellation tombstones. ``ahead``: a partition handing out new
     rows registers, free, up to this many of them (handed out included) from the inbox
@@ -81,7 +79,7 @@ class Choice:
     take_new: Dict[int, int]
     revs: Dict[int, int]
     hi: int
-    new_counts: Dict[int, Optional[int]]
+    new_counts: Dict[int, int]
     act: bool
     tombstones: Set[int]
     ahead: int = 0
@@ -303,32 +301,17 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     concurrent registration trips the guard."""
     from .layout import frontier_at
 
-    fixed, partial, uncounted = {}, [], []
+    fixed, partial = {}, []
     for p in choice.chosen:
         if not choice.take_new.get(p):
             continue
-        if lock.every_row:
-            fixed[p] = frontier_at(p, choice.hi)
-        elif p in choice.new_counts and choice.new_counts[p] is UNCOUNTED:
-            uncounted.append(p)
-        elif choice.take_new[p] == choice.new_counts.get(p, 0):
+        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.every_row:
             fixed[p] = frontier_at(p, choice.hi)
         else:
             partial.append(p)
     rows = [f"SELECT CAST({int(p)} AS INT) AS pid, CAST({int(v)} AS BIGINT) AS seq, "
             f"CAST({sql_literal(choice.revs.get(p))} AS BIGINT) AS _rev"
             for p, v in fixed.items()]
-    # Rows not counted before the plan: past every row read when all were taken (or none
-    # was read: the rules admitted none), else the last position taken. One aggregate row
-    # per partition, empty or not; none when nothing was handed out.
-    taken_pos = "CASE WHEN pos <= _last THEN pos END"
-    rows.extend(
-        f"SELECT pid, seq, _rev FROM (SELECT CAST({int(p)} AS INT) AS pid, "
-        f"CASE WHEN count(*) = count({taken_pos}) THEN CAST({frontier_at(p, choice.hi)} "
-        f"AS BIGINT) ELSE max({taken_pos}) END AS seq, "
-        f"CAST({sql_literal(choice.revs.get(p))} AS BIGINT) AS _rev "
-        f"FROM n3 WHERE pid = {int(p)}) WHERE seq IS NOT NULL"
-        for p in uncounted)
     if partial:
         known = {p: choice.revs[p] for p in partial if p in choice.revs}
         revs = case_by_pid(known, default="NULL") if known else "NULL"
