@@ -98,7 +98,8 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                history: bool = False, receive: bool = False):
     """Find unregistered inbox rows, reading as few commits as it can.
 
-    Returns (rows, last version read, row count per partition, own count per partition): the
+    Returns (rows, last version read, row count per partition, own count per partition; a
+    count :data:`UNCOUNTED` when a subscription's receive does not need it): the
     rows a DataFrame (Spark reads the change feed) or None; with ``as_rows`` (a local inbox,
     the delta-rs engine) a list of dicts read by delta-rs (:func:`inbox_rows`), or for a
     queue's list receive over several partitions a :class:`LaterRows` that reads them once
@@ -161,6 +162,14 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                     mine is None or row.get("session_id") in mine)))
         else:
             df = inbox_range(store, pids, frontiers, lo, hi, history=history)
+            if (receive and counts is None and store.admit is not None
+                    and store.partitions == 1 and mine is None and not history
+                    and hi >= latest):
+                # A subscription's one partition, read to the latest version: no window to
+                # widen and no partition to choose, so its rows are not counted (nor
+                # checkpointed for counting); the receive's plan reads them once and places
+                # the frontier from what it takes (:data:`UNCOUNTED`).
+                return df, hi, {pids[0]: UNCOUNTED}, {pids[0]: UNCOUNTED}
             if counts is None and getattr(store.admit, "evaluates_messages", False):
                 # A subscription's rules that read messages run once here, not again in each
                 # job of the receive (true/false filters only compare a timestamp: no job).
@@ -172,6 +181,12 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         if sum(own.values()) >= need or hi >= latest or window >= 4096:
             return df, hi, counts, own
         window *= 8
+
+
+#: A partition's count of new rows that :func:`scan_inbox` did not count: the receive takes
+#: up to what its batch has left, and its plan moves the frontier past every row read when
+#: it took them all, else to the last one taken (:func:`.receive_plan.Choice`).
+UNCOUNTED = None
 
 
 class LaterRows:

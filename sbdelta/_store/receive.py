@@ -22,12 +22,13 @@ from ..exceptions import MessageNotFoundError
 from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, materialize, merge, retry
-from .inbox import LaterRows, scan_inbox
+from .inbox import UNCOUNTED, LaterRows, scan_inbox
 from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
                      start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .reads import by_seq, query, spark_query
-from .receive_plan import Choice, Grant, carries_rejects, plan_sql, source, taken_rows
+from .receive_plan import (Choice, Grant, carries_rejects, frontier_of, plan_sql, source,
+                           taken_rows, uncounted)
 from .schema import ddl
 from .sessions import SessionHold
 
@@ -130,6 +131,8 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
     for i in range(store.partitions if session is None else 0):
         p = (start + i) % store.partitions
         old, new = claimable[p], new_counts.get(p, 0)
+        if new is UNCOUNTED:  # as many as the batch has left: the plan takes what there is
+            new = max(0, remaining - old)
         if old + new + actions[p] == 0:
             continue
         if remaining <= 0 and n == 0 and actions[p]:
@@ -252,16 +255,29 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
         plan = store.spark.createDataFrame([], ddl(SOURCE_COLUMNS + (("_out", "BOOLEAN"),)))
     else:
         plan = spark_query(store, sql, new_rows)
+    # Partitions whose new rows were not counted before the plan: the plan's rows carry
+    # their frontier (``_fr``), written with them.
+    late = [] if sql is None else uncounted(choice)
     if guard is not None:  # commits only while the session row is as read
         plan = plan.unionByName(guard_frame(store, guard))
     if as_rows and n <= LITERAL_ROWS:
         rows = plan.collect()
         changes = [r.asDict() for r in rows if r._op is not None]
+        for p in late:
+            found = [r._fr for r in rows if r._fr is not None and r.pid == p]
+            changes.append(frontier_of(choice, max(found) if found else None, p))
         apply_rows(store, changes, choice.chosen, now)
         return sorted((r for r in rows if r._out), key=lambda r: r.seq), marks_dead_letters(changes)
     # a batch too large to pass through the driver twice
     plan = plan.transform(materialize)
     source = plan.where("_op IS NOT NULL").drop("_out")
+    if late:  # one small job over the checkpoint
+        from pyspark.sql import functions as F
+
+        found = dict(plan.where("_fr IS NOT NULL").groupBy("pid").agg(F.max("_fr")).collect())
+        source = source.drop("_fr").unionByName(source_relation(
+            store.spark, [frontier_of(choice, found.get(p), p) for p in late]))
+        plan = plan.drop("_fr")
     merge(store.spark, store.messages_path, source,
           apply_clauses(choice.chosen, now, store.dead_letter, PLAN_OPS))
     out = plan.where("_out")

@@ -23,11 +23,12 @@ from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .apply import SOURCE_COLUMNS, expiry_marks
+from .inbox import UNCOUNTED
 from .literals import sql_literal
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
                      IDX_MASK, INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED,
-                     TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid, key_sql,
-                     pid_list, sessions_sql)
+                     TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid, frontier_at,
+                     key_sql, pid_list, sessions_sql)
 from .locks import Policy, conditions, expired_sql, grant
 
 #: The columns of ``{N}`` the plan reads (a subscription's rows may add :data:`REJECT_COLUMNS`).
@@ -67,8 +68,8 @@ class Grant:
 class Choice:
     """What a receive decided to plan, from its statistics: per chosen partition how many
     registered (``take_old``) and new (``take_new``) messages to take, the frontier rows'
-    revisions read (``revs``), how many new rows each partition had (``new_counts``) up to
-    inbox version ``hi``, whether some chosen partition has messages needing action
+    revisions read (``revs``), how many new rows each partition had (``new_counts``; for a
+    partition :data:`.inbox.UNCOUNTED`, see :func:`uncounted`) up to inbox version ``hi``, whether some chosen partition has messages needing action
     (``act``), and which hold cancellation tombstones. ``ahead``: a partition handing out new
     rows registers, free, up to this many of them (handed out included) from the inbox
     version of the last one handed out, which every receive has read whole: the next receives
@@ -79,7 +80,7 @@ class Choice:
     take_new: Dict[int, int]
     revs: Dict[int, int]
     hi: int
-    new_counts: Dict[int, int]
+    new_counts: Dict[int, Optional[int]]
     act: bool
     tombstones: Set[int]
     ahead: int = 0
@@ -144,22 +145,30 @@ def plan_sql(choice: Choice, policy: Policy, now: datetime, *, delete: bool, loc
 
     # 3. New inbox rows: register, lock, drop duplicates, honour cancellations.
     taking = new_rows and any(choice.take_new.get(p) for p in chosen)
+    carrier = None
     if taking:
-        _register(ctes, parts, choice, policy, now, delete, lock, dead_letter,
-                  duplicate_detection, rejects)
+        carrier = _register(ctes, parts, choice, policy, now, delete, lock, dead_letter,
+                            duplicate_detection, rejects)
 
-    # 4. Frontiers of the chosen partitions that took new rows.
+    # 4. Frontiers of the chosen partitions that took new rows (those not counted before the
+    # plan: carried by the rows, ``_fr``, for the receive to write, :func:`frontier_of`).
     if taking:
         _frontiers(ctes, parts, choice, lock)
     if not parts:
         return None
+    if carrier is not None:
+        parts = [part if part is carrier
+                 else f"SELECT *, CAST(NULL AS BIGINT) AS _fr FROM ({part})" for part in parts]
     return f"WITH {', '.join(ctes)}\n" + "\nUNION ALL\n".join(parts)
 
 
 def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete: bool,
               lock: Grant, dead_letter: bool, duplicate_detection: Optional[timedelta],
-              rejects: bool) -> None:
+              rejects: bool) -> Optional[str]:
+    """Add the registration of the new rows read; returns its part when its rows carry the
+    frontier of partitions not counted before the plan (``_fr``), else None."""
     chosen = choice.chosen
+    late = [] if lock.every_row else uncounted(choice)
     columns = [n for n, _ in NEW_COLUMNS] + (REJECT_COLUMNS if rejects else [])
     ctes.append(f"n0 AS (SELECT {', '.join(columns)} FROM {{N}} "
                 f"WHERE pid IN ({pid_list(chosen)}))")
@@ -180,8 +189,10 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
                     f"_mine AND _rn <= {int(lock.new_limit)} AS _hand FROM n2)")
     else:
         takes = case_by_pid({p: choice.take_new.get(p, 0) for p in chosen})
+        # ``_n``: the rows read in the partition, where they were not counted before the plan.
+        counted = ", count(*) OVER (PARTITION BY pid) AS _n" if late else ""
         ctes.append("n1 AS (SELECT n0.*, row_number() OVER (PARTITION BY pid ORDER BY pos, seq) "
-                    "AS _rn FROM n0)")
+                    f"AS _rn{counted} FROM n0)")
         ctes.append(f"n2 AS (SELECT n1.*, _rn <= {takes} AS _hand FROM n1)")
         # The last position taken: of the last handed out, or of a row registered ahead.
         if choice.ahead:
@@ -195,7 +206,8 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
         else:
             ctes.append("n3 AS (SELECT n2.*, max(CASE WHEN _hand THEN pos END) OVER "
                         "(PARTITION BY pid) AS _last FROM n2)")
-        ctes.append(f"taken AS (SELECT {', '.join(columns)}, _hand FROM n3 WHERE pos <= _last)")
+        ctes.append(f"taken AS (SELECT {', '.join(columns)}, _hand{', _n, _rn' if late else ''} "
+                    "FROM n3 WHERE pos <= _last)")
     ctes.append(f"r0 AS (SELECT taken.*, {key_sql('seq')} AS k, {key_sql('pos')} AS _tk, "
                 "coalesce(scheduled_enqueue_time, enqueued_time) AS visible_at FROM taken)")
     # Cancelled (or swept) before registration: a tombstone waits under the key of the
@@ -273,20 +285,37 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
         cases.append(("rejected", f"{live} AND ({failed})",
                       {**registered, "state": repr(DEADLETTERING)}))
     which = " ".join(f"WHEN {when} THEN '{name}'" for name, when, _ in cases)
-    ctes.append(f"rc AS (SELECT r.*, CASE {which} END AS _cat FROM r)")
-    parts.append(f"SELECT {source_cases(cases, out='hand')} FROM rc WHERE _cat IS NOT NULL")
+    if not late:
+        ctes.append(f"rc AS (SELECT r.*, CASE {which} END AS _cat FROM r)")
+        parts.append(f"SELECT {source_cases(cases, out='hand')} FROM rc WHERE _cat IS NOT NULL")
+        return None
+    # Rows not counted before the plan: each row written, and the partition's first row read
+    # (a row that writes nothing when its message is not registered), carries ``_fr``, the
+    # partition's frontier: past every row read when all were taken, else the last position
+    # taken (:func:`frontier_of`). So the frontier comes out of the one select that reads
+    # the rows (a second select over them would run the change-feed scan and the rules
+    # again).
+    hi = case_by_pid({p: frontier_at(p, choice.hi) for p in late})
+    ctes.append(f"rc AS (SELECT r.*, CASE {which} END AS _cat, CASE WHEN count(*) OVER "
+                f"(PARTITION BY pid) = _n THEN {hi} ELSE max(pos) OVER (PARTITION BY pid) END "
+                "AS _fr FROM r)")
+    part = (f"SELECT {source_cases(cases, out='hand', only_cases=True)}, _fr FROM rc "
+            "WHERE _cat IS NOT NULL OR _rn = 1")
+    parts.append(part)
+    return part
 
 
-def source_cases(cases, *, out: str) -> str:
+def source_cases(cases, *, out: str, only_cases: bool = False) -> str:
     """A SELECT list in the apply-MERGE source shape (as :func:`source`) over rows whose
     ``_cat`` names one of ``cases`` ((name, condition, values) triples, :func:`source`'s
     ``values`` per case): a column's SQL is its case's (one expression where every case has
-    the same); ``_out`` holds for the rows of case ``out``."""
+    the same); ``_out`` holds for the rows of case ``out``. ``only_cases``: rows without a
+    case are selected too, and write nothing (their ``_op`` is NULL)."""
     cols = []
     for name, kind in SOURCE_COLUMNS:
         default = "'STALE'" if name == "_guard" else "NULL"
         exprs = {case: values.get(name, default) for case, _, values in cases}
-        if len(set(exprs.values())) == 1:
+        if len(set(exprs.values())) == 1 and not (only_cases and name == "_op"):
             expr = next(iter(exprs.values()))
         else:
             expr = ("CASE _cat " + " ".join(f"WHEN '{case}' THEN {e}" for case, e in exprs.items())
@@ -295,15 +324,32 @@ def source_cases(cases, *, out: str) -> str:
     return ", ".join(cols) + f", _cat = '{out}' AS _out"
 
 
+def uncounted(choice: Choice) -> List[int]:
+    """The chosen partitions whose new rows were not counted before the plan
+    (:data:`.inbox.UNCOUNTED`): the rows taken carry their frontier (``_fr``)."""
+    return [p for p in choice.chosen
+            if p in choice.new_counts and choice.new_counts[p] is UNCOUNTED]
+
+
+def frontier_of(choice: Choice, rows_fr: Optional[int], p: int) -> Dict[str, object]:
+    """The frontier row (an apply source row) of a partition :func:`uncounted`, from the
+    largest ``_fr`` of the plan's rows (None: the plan read no row of it, every row of the
+    versions read was refused by the rules: past them all)."""
+    rev = choice.revs.get(p)
+    return {"pid": p, "k": "f", "kind": FRONTIER,
+            "seq": frontier_at(p, choice.hi) if rows_fr is None else int(rows_fr),
+            "rev": 0 if rev is None else rev, "_rev": rev,
+            "_op": "insert" if rev is None else "update"}
+
+
 def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     """Frontier rows: literal where a partition took all it read, else the last position
     taken. ``_rev`` comes from the same read as the frontiers the plan started from, so a
     concurrent registration trips the guard."""
-    from .layout import frontier_at
-
     fixed, partial = {}, []
+    late = [] if lock.every_row else uncounted(choice)
     for p in choice.chosen:
-        if not choice.take_new.get(p):
+        if not choice.take_new.get(p) or p in late:
             continue
         if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.every_row:
             fixed[p] = frontier_at(p, choice.hi)
