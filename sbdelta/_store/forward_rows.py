@@ -26,8 +26,8 @@ from .inbox import inbox_rows
 from .layout import (CANCELLED, DEADLETTERING, FRONTIER, HOP_LIMIT_DESCRIPTION,
                      HOP_LIMIT_REASON, INBOX_NAMES, MAX_HOPS, MAX_ROWS_PER_PARTITION_PER_COMMIT,
                      MSG, TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, frontier_at,
-                     key_partition, keyless_partition, mark, marked_from, msg_key,
-                     sequence_number, start_version, version_of)
+                     frontier_change, key_partition, keyless_partition, mark, marked_from,
+                     msg_key, sequence_number, start_version, version_of)
 from .locks import Policy, expired
 
 #: What :func:`new_step` returns: (messages forwarded, whether versions are left), or None
@@ -167,10 +167,9 @@ def frontier_row(pid: int, hi: int, rev: Optional[int], frontier: int,
     """The apply row moving ``pid``'s frontier (at revision ``rev``; None: not registered
     yet) past version ``hi``, marked with the old one (and when) while a range is on its way
     to the destination."""
-    return {"pid": pid, "k": "f", "kind": FRONTIER, "seq": frontier_at(pid, hi),
-            "rev": rev or 0, "_rev": rev, "_op": "insert" if rev is None else "update",
-            "lock_token": mark(frontier) if marked_at is not None else None,
-            "locked_until": marked_at}
+    return dict(frontier_change(pid, frontier_at(pid, hi), rev),
+                lock_token=mark(frontier) if marked_at is not None else None,
+                locked_until=marked_at)
 
 
 def _dead_letter_row(row: dict) -> dict:

@@ -185,7 +185,7 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
 
 #: A partition's count of new rows that :func:`scan_inbox` did not count: the receive takes
 #: up to what its batch has left, and its plan moves the frontier past every row read when
-#: it took them all, else to the last one taken (:func:`.receive_plan.Choice`).
+#: it took them all, else to the last one taken (:func:`.receive_plan.uncounted`).
 UNCOUNTED = None
 
 

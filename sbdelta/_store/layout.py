@@ -157,6 +157,13 @@ MESSAGES_PROPERTIES = {
 OPERATION_BOUND = timedelta(hours=1)
 
 
+def frontier_change(pid: int, seq: int, rev) -> dict:
+    """The apply source row that sets ``pid``'s frontier to ``seq``: an update of the frontier
+    row at revision ``rev``, or its insert when there is none yet (``rev`` None)."""
+    return {"pid": pid, "k": "f", "kind": FRONTIER, "seq": seq, "rev": rev or 0, "_rev": rev,
+            "_op": "insert" if rev is None else "update"}
+
+
 def frontier_at(pid: int, version: int) -> int:
     """The frontier value that passes every row of ``version`` (and before) in ``pid``.
 

@@ -24,7 +24,7 @@ from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, materialize, merge, retry
 from .inbox import UNCOUNTED, LaterRows, scan_inbox
 from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
-                     start_version)
+                     frontier_change, start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
 from .reads import by_seq, query, spark_query
 from .receive_plan import (Choice, Grant, carries_rejects, frontier_of, plan_sql, source,
@@ -257,7 +257,7 @@ def _commit_with_spark(store, choice: Choice, new_rows, policy: Policy, now: dat
         plan = spark_query(store, sql, new_rows)
     # Partitions whose new rows were not counted before the plan: the plan's rows carry
     # their frontier (``_fr``), written with them.
-    late = [] if sql is None else uncounted(choice)
+    late = [] if sql is None else uncounted(choice, lock)
     if guard is not None:  # commits only while the session row is as read
         plan = plan.unionByName(guard_frame(store, guard))
     if as_rows and n <= LITERAL_ROWS:
@@ -327,9 +327,7 @@ def advance_frontiers(store, pids: List[int], hi: int, now: datetime) -> None:
             target = frontier_at(p, hi)
             if seq >= target:
                 continue
-            rows.append({"pid": p, "k": "f", "kind": FRONTIER, "seq": target,
-                         "rev": rev or 0, "_rev": rev,
-                         "_op": "insert" if rev is None else "update"})
+            rows.append(frontier_change(p, target, rev))
         if rows:
             apply_rows(store, rows, pids, now)
     retry(step, what=f"advance frontiers in {store.messages_path}")

@@ -28,7 +28,7 @@ from .literals import sql_literal
 from .layout import (ACTIVE, CANCELLED, COLUMN_NAMES, DEADLETTERING, DEDUP, FRONTIER,
                      IDX_MASK, INBOX_COLUMNS, MESSAGE_FIELDS, MSG, SCHEDULED,
                      TTL_EXPIRED_DESCRIPTION, TTL_EXPIRED_REASON, case_by_pid, frontier_at,
-                     key_sql, pid_list, sessions_sql)
+                     frontier_change, key_sql, pid_list, sessions_sql)
 from .locks import Policy, conditions, expired_sql, grant
 
 #: The columns of ``{N}`` the plan reads (a subscription's rows may add :data:`REJECT_COLUMNS`).
@@ -69,11 +69,12 @@ class Choice:
     """What a receive decided to plan, from its statistics: per chosen partition how many
     registered (``take_old``) and new (``take_new``) messages to take, the frontier rows'
     revisions read (``revs``), how many new rows each partition had (``new_counts``; for a
-    partition :data:`.inbox.UNCOUNTED`, see :func:`uncounted`) up to inbox version ``hi``, whether some chosen partition has messages needing action
-    (``act``), and which hold cancellation tombstones. ``ahead``: a partition handing out new
-    rows registers, free, up to this many of them (handed out included) from the inbox
-    version of the last one handed out, which every receive has read whole: the next receives
-    lock them without reading the inbox again."""
+    partition :data:`.inbox.UNCOUNTED`, see :func:`uncounted`) up to inbox version ``hi``,
+    whether some chosen partition has messages needing action (``act``), and which hold
+    cancellation tombstones. ``ahead``: a partition handing out new rows registers, free, up to
+    this many of them (handed out included) from the inbox version of the last one handed out,
+    which every receive has read whole: the next receives lock them without reading the inbox
+    again."""
 
     chosen: Sequence[int]
     take_old: Dict[int, int]
@@ -168,7 +169,7 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
     """Add the registration of the new rows read; returns its part when its rows carry the
     frontier of partitions not counted before the plan (``_fr``), else None."""
     chosen = choice.chosen
-    late = [] if lock.every_row else uncounted(choice)
+    late = uncounted(choice, lock)
     columns = [n for n, _ in NEW_COLUMNS] + (REJECT_COLUMNS if rejects else [])
     ctes.append(f"n0 AS (SELECT {', '.join(columns)} FROM {{N}} "
                 f"WHERE pid IN ({pid_list(chosen)}))")
@@ -324,9 +325,12 @@ def source_cases(cases, *, out: str, only_cases: bool = False) -> str:
     return ", ".join(cols) + f", _cat = '{out}' AS _out"
 
 
-def uncounted(choice: Choice) -> List[int]:
+def uncounted(choice: Choice, lock: Grant) -> List[int]:
     """The chosen partitions whose new rows were not counted before the plan
-    (:data:`.inbox.UNCOUNTED`): the rows taken carry their frontier (``_fr``)."""
+    (:data:`.inbox.UNCOUNTED`): the rows taken carry their frontier (``_fr``). None when
+    the plan registers every row read (its frontiers are literal)."""
+    if lock.every_row:
+        return []
     return [p for p in choice.chosen
             if p in choice.new_counts and choice.new_counts[p] is UNCOUNTED]
 
@@ -335,11 +339,8 @@ def frontier_of(choice: Choice, rows_fr: Optional[int], p: int) -> Dict[str, obj
     """The frontier row (an apply source row) of a partition :func:`uncounted`, from the
     largest ``_fr`` of the plan's rows (None: the plan read no row of it, every row of the
     versions read was refused by the rules: past them all)."""
-    rev = choice.revs.get(p)
-    return {"pid": p, "k": "f", "kind": FRONTIER,
-            "seq": frontier_at(p, choice.hi) if rows_fr is None else int(rows_fr),
-            "rev": 0 if rev is None else rev, "_rev": rev,
-            "_op": "insert" if rev is None else "update"}
+    return frontier_change(p, frontier_at(p, choice.hi) if rows_fr is None else int(rows_fr),
+                        choice.revs.get(p))
 
 
 def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
@@ -347,7 +348,7 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     taken. ``_rev`` comes from the same read as the frontiers the plan started from, so a
     concurrent registration trips the guard."""
     fixed, partial = {}, []
-    late = [] if lock.every_row else uncounted(choice)
+    late = uncounted(choice, lock)
     for p in choice.chosen:
         if not choice.take_new.get(p) or p in late:
             continue

@@ -56,9 +56,9 @@ from .forward import (Destination, append_once, destination_rows, done_version, 
                       writer_ids)
 from .inbox import inbox_range
 from .staged import append_staged, staging_folder
-from .layout import (DEADLETTERING, FRONTIER, MAX_ROWS_PER_PARTITION_PER_COMMIT,
-                     MAX_VERSION, MESSAGE_FIELDS, MSG, VERSION_SHIFT, frontier_at, key_sql, mark, marked_from, start_version,
-                     version_of)
+from .layout import (DEADLETTERING, MAX_ROWS_PER_PARTITION_PER_COMMIT, MAX_VERSION,
+                     MESSAGE_FIELDS, MSG, VERSION_SHIFT, frontier_at, frontier_change, key_sql,
+                     mark, marked_from, start_version, version_of)
 
 __all__ = ["Target", "Refusal", "Hold", "Decision", "Moved", "Progress", "SESSION_ID_REQUIRED_REASON",
            "MESSAGE_SIZE_EXCEEDED_REASON", "INVALID_ROW_REASON", "VERSION_WINDOW", "syphon_ids", "move_backlog"]
@@ -453,12 +453,10 @@ def _commit(source, current, pids: List[int], seqs: Optional[Dict[int, int]], no
     rows = []
     for p in pids:
         rev = current[p].rev if p in current else None
-        rows.append({
-            "pid": p, "k": "f", "kind": FRONTIER,
-            "seq": seqs.get(p, current[p].seq if p in current else -1),
-            "rev": rev or 0, "_rev": rev, "_op": "insert" if rev is None else "update",
-            "lock_token": marks.get(p), "locked_until": now if p in marks else None,
-            "application_properties": decisions if p in marks else None})
+        rows.append(dict(
+            frontier_change(p, seqs.get(p, current[p].seq if p in current else -1), rev),
+            lock_token=marks.get(p), locked_until=now if p in marks else None,
+            application_properties=decisions if p in marks else None))
     if dead is None:  # frontier rows only: through delta-rs where it settles (no Spark job)
         apply_rows(source, rows, pids, now)
         return
