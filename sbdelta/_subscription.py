@@ -128,7 +128,8 @@ class Admission:
             rows = self._copies(rows, with_properties)
         else:
             rows = rows.withColumn("_admit", self._column(
-                "admit", lambda: self._guarded(with_properties(self._evaluate))))
+                "admit", lambda: self._guarded(with_properties(self._evaluate),
+                                               certain=self._certain())))
             if self.dead_letter_errors and self.dead_letters:
                 rows = (rows.where(F.col("_admit.matched") | F.col("_admit.error").isNotNull())
                         .withColumn("dead_letter_reason",
@@ -144,11 +145,13 @@ class Admission:
             rows = _cap_ttl(rows, self.ttl_cap)
         return rows
 
-    def _guarded(self, rules):
+    def _guarded(self, rules, certain=None):
         """``rules`` (a Column) evaluated only where the pre-filter keeps the message, NULL
         elsewhere: messages no filter can match or fail on are ruled out by compiled code
         (:func:`sbdelta.rules.prefilter_column`) before the rules' costly property bag is
-        built, and most of a filtered backlog is such messages.
+        built, and most of a filtered backlog is such messages. ``certain``: a pair
+        (condition, result) taken instead of the rules where the condition holds
+        (:meth:`_certain`).
 
         A CASE WHEN and not a ``where`` before the rules: the rules' struct is read twice
         (matched, error), so Spark evaluates it once per row as a common subexpression, ahead
@@ -159,7 +162,30 @@ class Admission:
         from .rules import prefilter_column
 
         keep = prefilter_column(w.rule.filter for w in self.windows)
-        return rules if keep is None else F.when(keep, rules)
+        if certain is None:
+            return rules if keep is None else F.when(keep, rules)
+        sure, result = certain
+        return F.when(sure, result).when(F.lit(True) if keep is None else keep, rules)
+
+    def _certain(self):
+        """Without actions: (where a rule whose window covers the message certainly matches
+        it, the rules' struct for a match) or None, so that most of what a filtered receive
+        keeps is taken by compiled code without its property bag
+        (:func:`sbdelta.rules.certain_match_column`): a match makes no error, whatever the
+        other rules do (:meth:`_evaluate`)."""
+        from pyspark.sql import functions as F
+
+        from .rules import certain_match_column
+
+        sure = None
+        for window, covers in self._windows():
+            certain = certain_match_column(window.rule.filter)
+            if certain is not None:
+                sure = covers & certain if sure is None else sure | (covers & certain)
+        if sure is None:
+            return None
+        return F.coalesce(sure, F.lit(False)), F.struct(
+            F.lit(True).alias("matched"), F.lit(None).cast("string").alias("error"))
 
     def admit_rows(self, rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """:meth:`__call__` over inbox rows read without Spark (dicts, as delta-rs gives them):

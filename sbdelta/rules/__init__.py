@@ -26,7 +26,7 @@ from .._properties import (CorrelationRuleFilter, FalseRuleFilter, RulePropertie
 from ..exceptions import RuleSyntaxError
 from .nodes import ActionExpr, FilterExpr
 from .parse import MAX_SQL_LENGTH, parse_action, parse_filter
-from .prefilter import prefilter_column
+from .prefilter import certain_match_column, prefilter_column
 from .scope import let
 from .system import SYSTEM_PROPERTIES
 
@@ -43,6 +43,7 @@ __all__ = [
     # evaluate (Spark Columns)
     "filter_column",
     "prefilter_column",
+    "certain_match_column",
     "action_columns",
     "action_naming_rule",
     "with_properties",

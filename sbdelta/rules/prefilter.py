@@ -30,6 +30,18 @@ How it stays conservative
       (``x < c`` implies ``double(x) <= double(c)``), so strict comparisons are tested
       loosely; ``<>`` and string order are always "may be true";
     * of another kind (a tagged value, a string against a number...): the comparison fails.
+
+Certain matches
+    :func:`certain_match_column` is the other side: a Column true only where the filter is
+    certainly TRUE (neither false, unknown nor failing), so that admission can take such a
+    message without building its property bag at all (most of what a filtered receive keeps
+    is such messages: ``g = 0`` over ``{"g": 0}``). A node gets two Columns, *certainly true*
+    and *certainly false*; a leaf decides only where a plain text's value compares exactly as
+    the rules compare it: an integer of at most 18 digits (a long, :mod:`.values`) with an
+    integer constant, a string with a string constant under ``=`` or ``<>`` (a plain text's
+    string holds no escape, so its JSON text is its value), ``true``/``false`` with a boolean
+    under ``=`` or ``<>``. ``AND`` and ``OR`` decide only where both sides are decided (so no
+    short-circuit question arises: nothing under them fails or is unknown), ``NOT`` swaps.
 """
 
 from __future__ import annotations
@@ -43,9 +55,9 @@ from .._properties import (CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter
 from .correlation import CORRELATION_COLUMNS, correlation_kind
 from .nodes import (BOOL, DOUBLE, LONG, STRING, And, Compare, Const, FilterExpr, Not, Or, Pos,
                     UserProp)
-from .parse import parse_filter
+from .parse import COMPARISONS, parse_filter
 
-__all__ = ["prefilter_column"]
+__all__ = ["prefilter_column", "certain_match_column"]
 
 # Property names a regular expression takes as they are (no quoting needed).
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -99,6 +111,17 @@ def _when(condition, then, otherwise):
     return F.when(condition, lit(then)).otherwise(lit(otherwise))
 
 
+def _property_comparison(node):
+    """``(name, op, constant)`` of a comparison of an application property with a constant
+    (either way round, the operator flipped to put the property first), else None."""
+    if isinstance(node, Compare):
+        if isinstance(node.left, UserProp) and isinstance(node.right, Const):
+            return node.left.name, node.op, node.right
+        if isinstance(node.left, Const) and isinstance(node.right, UserProp):
+            return node.right.name, _FLIPPED[node.op], node.left
+    return None
+
+
 def _condition(node) -> _May:
     if isinstance(node, And):
         a, b = _condition(node.left), _condition(node.right)
@@ -109,12 +132,8 @@ def _condition(node) -> _May:
     if isinstance(node, Not):
         a = _condition(node.operand)
         return _May(a.false, a.true, a.fail)
-    if isinstance(node, Compare):
-        if isinstance(node.left, UserProp) and isinstance(node.right, Const):
-            return _comparison(node.left.name, node.op, node.right)
-        if isinstance(node.left, Const) and isinstance(node.right, UserProp):
-            return _comparison(node.right.name, _FLIPPED[node.op], node.left)
-    return _ANYTHING
+    leaf = _property_comparison(node)
+    return _ANYTHING if leaf is None else _comparison(*leaf)
 
 
 # Regular expressions over a *plain* text (Java syntax; rlike finds a match anywhere).
@@ -131,6 +150,14 @@ _FLAT = f"^\\{{{_WS}(?:{_MEMBER}(?:,{_WS}{_MEMBER})*)?\\}}{_WS}\\z"
 _TWICE = f'(?is)(?:^\\{{|,){_WS}("[^"]*"){_WS}:.*,{_WS}\\1{_WS}:'
 
 
+def _value(name: str):
+    """The property's JSON value as written in a plain text ("..." for a string), "" where
+    it is absent."""
+    F = _f()
+    return F.coalesce(F.regexp_extract(F.col(_TEXT), f'(?i)(?:^\\{{|,){_WS}"{name}"{_WS}:'
+                                       f'{_WS}("[^"]*"|[^,}}\\s]+)', 1), F.lit(""))
+
+
 def _comparison(name: str, op: str, const: Const) -> _May:
     """``property op constant`` in a plain text (see the module doc)."""
     if not _PLAIN_NAME.fullmatch(name) or const.kind not in (LONG, DOUBLE, STRING, BOOL):
@@ -138,9 +165,7 @@ def _comparison(name: str, op: str, const: Const) -> _May:
     if const.kind == BOOL and op not in ("=", "<>"):
         return _ANYTHING  # booleans have no order: the comparison fails
     F = _f()
-    # The property's JSON value as written ("..." for a string), "" where it is absent.
-    value = F.coalesce(F.regexp_extract(F.col(_TEXT), f'(?i)(?:^\\{{|,){_WS}"{name}"{_WS}:'
-                                        f'{_WS}("[^"]*"|[^,}}\\s]+)', 1), F.lit(""))
+    value = _value(name)
     if const.kind == STRING:
         fits = value.startswith('"')
         true = (value == F.lit(f'"{const.value}"')) if op == "=" else True
@@ -157,6 +182,54 @@ def _comparison(name: str, op: str, const: Const) -> _May:
     return _May(_when(unknown, False, _when(fits, true, False)),
                 _when(unknown, False, True),
                 _when(unknown, False, ~fits))
+
+
+class _Known(NamedTuple):
+    """Where a condition is certainly TRUE, and certainly FALSE (boolean Columns, never NULL,
+    or Python booleans)."""
+
+    true: object
+    false: object
+
+
+_UNDECIDED = _Known(False, False)
+#: An integer the rules read as a long (:mod:`.values`: up to 18 digits always fit).
+_LONG_TEXT = "^-?(?:0|[1-9][0-9]{0,17})$"
+
+
+def _decided(node) -> _Known:
+    if isinstance(node, (And, Or)):
+        a, b = _decided(node.left), _decided(node.right)
+        a_known, b_known = _or(a.true, a.false), _or(b.true, b.false)
+        if isinstance(node, And):
+            return _Known(_and(a.true, b.true),
+                          _or(_and(a.false, b_known), _and(b.false, a_known)))
+        return _Known(_or(_and(a.true, b_known), _and(b.true, a_known)),
+                      _and(a.false, b.false))
+    if isinstance(node, Not):
+        a = _decided(node.operand)
+        return _Known(a.false, a.true)
+    leaf = _property_comparison(node)
+    return _UNDECIDED if leaf is None else _exact(*leaf)
+
+
+def _exact(name: str, op: str, const: Const) -> _Known:
+    """``property op constant`` where a plain text decides it exactly (see the module doc)."""
+    if not _PLAIN_NAME.fullmatch(name):
+        return _UNDECIDED
+    F = _f()
+    value = _value(name)
+    if const.kind == LONG and -2 ** 63 <= const.value < 2 ** 63:
+        fits = value.rlike(_LONG_TEXT)
+        holds = COMPARISONS[op](value.cast("bigint"), F.lit(const.value).cast("bigint"))
+    elif const.kind in (STRING, BOOL) and op in ("=", "<>"):
+        text = (f'"{const.value}"' if const.kind == STRING
+                else "true" if const.value else "false")
+        fits = value.startswith('"') if const.kind == STRING else value.isin("true", "false")
+        holds = (value == F.lit(text)) if op == "=" else (value != F.lit(text))
+    else:
+        return _UNDECIDED
+    return _Known(fits & holds, fits & ~holds)
 
 
 def _loosely(op: str, number, constant: float):
@@ -230,3 +303,28 @@ def prefilter_column(filters: Iterable) -> Optional[object]:
     if keep is False:  # false filters only: nothing is read, nothing can match
         return F.lit(False)
     return ~_plain() | keep
+
+
+def certain_match_column(rule_filter) -> Optional[object]:
+    """A Column true only where ``rule_filter`` certainly matches the message (TRUE: not
+    false, unknown or failing; see the module doc), or None where no message is known to.
+
+    Args:
+        rule_filter: A rule filter (TrueRuleFilter, FalseRuleFilter, SqlRuleFilter,
+            CorrelationRuleFilter, or a parsed :class:`FilterExpr`); correlation filters are
+            left to the rules.
+
+    Raises:
+        RuleSyntaxError: A SqlRuleFilter's text is not valid.
+    """
+    F = _f()
+    if isinstance(rule_filter, TrueRuleFilter):
+        return F.lit(True)
+    if isinstance(rule_filter, SqlRuleFilter):
+        rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
+    if not isinstance(rule_filter, FilterExpr):
+        return None
+    certain = _decided(rule_filter.condition).true
+    if certain is False:
+        return None
+    return _plain() if certain is True else _plain() & certain

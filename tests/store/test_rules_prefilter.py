@@ -1,14 +1,16 @@
 """The admission pre-filter (TOPIC-4, TOPIC-5): compiled Spark code that drops, before the
 rules run, messages no filter can match or fail on. It must never drop a message a filter
 matches or fails on (that would lose a copy or a dead-letter), over JSON texts built to fool
-it; and it must drop the plain non-matching messages, or it buys nothing."""
+it; and it must drop the plain non-matching messages, or it buys nothing. Its other side,
+the certain match, takes a message without the rules only where a filter certainly matches
+it (never where the rules would not match, or fail)."""
 
 import pytest
 from chispa import assert_df_equality
 
 from sbdelta.management import (CorrelationRuleFilter, FalseRuleFilter, SqlRuleFilter,
                                 TrueRuleFilter)
-from sbdelta.rules import filter_column, prefilter_column
+from sbdelta.rules import certain_match_column, filter_column, prefilter_column
 
 TEXTS = {
     # id: application_properties JSON text, written by hand (not only as the sender writes it)
@@ -124,10 +126,12 @@ def verdicts(spark):
     for name, rule_filter in FILTERS.items():
         result = filter_column(rule_filter)
         keep = prefilter_column([rule_filter])
+        certain = certain_match_column(rule_filter)
         cells.append(F.struct(F.lit(name).alias("filter"),
                               F.coalesce(result.matched, F.lit(False)).alias("matched"),
                               result.error.isNotNull().alias("failed"),
-                              (F.lit(True) if keep is None else keep).alias("kept")))
+                              (F.lit(True) if keep is None else keep).alias("kept"),
+                              (F.lit(False) if certain is None else certain).alias("certain")))
     return (rows.select("id", F.explode(F.array(*cells)).alias("v"))
             .select("id", "v.*").cache())
 
@@ -153,6 +157,47 @@ def test_topic_4_the_prefilter_drops_plain_messages_that_cannot_match(spark, ver
                        ignore_nullable=True)
 
 
+# (text, filter) pairs taken as certain matches: plain texts whose values decide the filter
+# exactly (an integer with an integer, a string or a boolean under = or <>), both sides of
+# AND and OR decided; correlation filters are left to the rules.
+_G3 = ["three", "spaced", "other_case_3", "trailing_newline"]
+CERTAIN = {
+    "g = 0": ["zero", "other_case"],
+    "g > 2": _G3,
+    "g <> 0": _G3 + ["red", "blue"],
+    "s = red": ["red"],
+    "flag": ["red"],
+    "flag <> false": ["red"],
+    "and": ["red"],
+    "or": ["spaced", "blue"],  # not zero: g = 0 holds, but s is absent (undecided)
+    "not": ["zero", "other_case", "red", "blue"],
+    "not not": _G3,
+    "param": _G3,
+    "true": list(TEXTS),
+}
+CERTAIN["0 = g"] = CERTAIN["g = 0"]
+CERTAIN["red = s"] = CERTAIN["s = red"]
+
+
+def test_topic_4_a_certain_match_is_one_the_rules_make_without_failing(spark, verdicts):
+    from pyspark.sql import functions as F
+
+    wrong = verdicts.where(F.col("certain") & (~F.col("matched") | F.col("failed")))
+    assert_df_equality(wrong.select("id", "filter"),
+                       spark.createDataFrame([], "id string, filter string"),
+                       ignore_nullable=True)
+
+
+def test_topic_4_plain_texts_that_decide_a_filter_are_certain_matches(spark, verdicts):
+    from pyspark.sql import functions as F
+
+    expected = spark.createDataFrame(
+        [(text, name) for name, texts in CERTAIN.items() for text in texts],
+        "id string, filter string")
+    assert_df_equality(verdicts.where(F.col("certain")).select("id", "filter"), expected,
+                       ignore_row_order=True, ignore_nullable=True)
+
+
 def test_topic_4_filters_it_cannot_read_keep_every_message():
     """A filter the pre-filter does not understand (or one that is always true) makes it
     keep everything: None, so admission adds no condition at all."""
@@ -163,3 +208,5 @@ def test_topic_4_filters_it_cannot_read_keep_every_message():
     assert prefilter_column([FILTERS["g = 0"], FILTERS["s = red"]]) is not None
     with pytest.raises(TypeError, match="prefilter_column takes rule filters, got str"):
         prefilter_column(["g = 0"])
+    for name in ("exists", "in", "g < 0.5", "s > a", "correlation", "false"):
+        assert certain_match_column(FILTERS[name]) is None, name
