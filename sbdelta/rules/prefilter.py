@@ -42,6 +42,8 @@ Certain matches
     string holds no escape, so its JSON text is its value), ``true``/``false`` with a boolean
     under ``=`` or ``<>``. ``AND`` and ``OR`` decide only where both sides are decided (so no
     short-circuit question arises: nothing under them fails or is unknown), ``NOT`` swaps.
+    A correlation filter (which never fails) certainly matches where each system part equals
+    its column and each property's plain value decides ``=`` as above.
 """
 
 from __future__ import annotations
@@ -250,9 +252,10 @@ def _plain():
     return text.isNull() | (text.rlike(_FLAT) & ~text.rlike(_TWICE))
 
 
-def _correlation(rule_filter) -> _May:
-    """A correlation filter never fails (:mod:`.correlation`): it may be true where each system
-    part equals its column and each property may equal its value."""
+def _correlation_parts(rule_filter, prop):
+    """The AND of a correlation filter's parts: each system part equal to its column, and
+    ``prop(name, constant)`` for each property (constant None: a value of no kind a plain
+    text decides, :func:`.correlation.correlation_kind`)."""
     F = _f()
     true = True
     for field, column in CORRELATION_COLUMNS:
@@ -261,9 +264,15 @@ def _correlation(rule_filter) -> _May:
             true = _and(true, F.coalesce(F.col(column) == F.lit(wanted), F.lit(False)))
     for name, wanted in (rule_filter.properties or {}).items():
         kind = correlation_kind(wanted)
-        if kind is not None:
-            at = Pos(1, 1)
-            true = _and(true, _comparison(name, "=", Const(at, wanted, kind)).true)
+        true = _and(true, prop(name, None if kind is None else Const(Pos(1, 1), wanted, kind)))
+    return true
+
+
+def _correlation(rule_filter) -> _May:
+    """A correlation filter never fails (:mod:`.correlation`): it may be true where each system
+    part equals its column and each property may equal its value."""
+    true = _correlation_parts(rule_filter, lambda name, const: (
+        True if const is None else _comparison(name, "=", const).true))
     return _May(true, True, False)
 
 
@@ -311,8 +320,7 @@ def certain_match_column(rule_filter) -> Optional[object]:
 
     Args:
         rule_filter: A rule filter (TrueRuleFilter, FalseRuleFilter, SqlRuleFilter,
-            CorrelationRuleFilter, or a parsed :class:`FilterExpr`); correlation filters are
-            left to the rules.
+            CorrelationRuleFilter, or a parsed :class:`FilterExpr`).
 
     Raises:
         RuleSyntaxError: A SqlRuleFilter's text is not valid.
@@ -322,9 +330,18 @@ def certain_match_column(rule_filter) -> Optional[object]:
         return F.lit(True)
     if isinstance(rule_filter, SqlRuleFilter):
         rule_filter = parse_filter(rule_filter.sql_expression, rule_filter.parameters)
-    if not isinstance(rule_filter, FilterExpr):
+    if isinstance(rule_filter, CorrelationRuleFilter):
+        # A correlation filter compares a property as SQL's = does, and never fails.
+        certain = _correlation_parts(rule_filter, lambda name, const: (
+            False if const is None else _exact(name, "=", const).true))
+        reads_text = bool(rule_filter.properties)
+    elif isinstance(rule_filter, FilterExpr):
+        certain = _decided(rule_filter.condition).true
+        reads_text = True
+    else:
         return None
-    certain = _decided(rule_filter.condition).true
     if certain is False:
         return None
+    if not reads_text:
+        return F.lit(True) if certain is True else certain
     return _plain() if certain is True else _plain() & certain

@@ -159,7 +159,7 @@ def test_topic_4_the_prefilter_drops_plain_messages_that_cannot_match(spark, ver
 
 # (text, filter) pairs taken as certain matches: plain texts whose values decide the filter
 # exactly (an integer with an integer, a string or a boolean under = or <>), both sides of
-# AND and OR decided; correlation filters are left to the rules.
+# AND and OR decided; a correlation filter where every part is (system parts equal).
 _G3 = ["three", "spaced", "other_case_3", "trailing_newline"]
 CERTAIN = {
     "g = 0": ["zero", "other_case"],
@@ -173,6 +173,8 @@ CERTAIN = {
     "not": ["zero", "other_case", "red", "blue"],
     "not not": _G3,
     "param": _G3,
+    "correlation": ["zero", "other_case"],
+    "correlation label": ["red"],  # subject "order" and s "red"
     "true": list(TEXTS),
 }
 CERTAIN["0 = g"] = CERTAIN["g = 0"]
@@ -208,5 +210,6 @@ def test_topic_4_filters_it_cannot_read_keep_every_message():
     assert prefilter_column([FILTERS["g = 0"], FILTERS["s = red"]]) is not None
     with pytest.raises(TypeError, match="prefilter_column takes rule filters, got str"):
         prefilter_column(["g = 0"])
-    for name in ("exists", "in", "g < 0.5", "s > a", "correlation", "false"):
+    for name in ("exists", "in", "g < 0.5", "s > a", "correlation float",
+                 "correlation spaced name", "false"):
         assert certain_match_column(FILTERS[name]) is None, name
