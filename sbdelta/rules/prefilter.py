@@ -40,8 +40,10 @@ Certain matches
     the rules compare it: an integer of at most 18 digits (a long, :mod:`.values`) with an
     integer constant, a string with a string constant under ``=`` or ``<>`` (a plain text's
     string holds no escape, so its JSON text is its value), ``true``/``false`` with a boolean
-    under ``=`` or ``<>``. ``AND`` and ``OR`` decide only where both sides are decided (so no
-    short-circuit question arises: nothing under them fails or is unknown), ``NOT`` swaps.
+    under ``=`` or ``<>``. ``AND`` and ``OR`` go left to right as the rules do
+    (:func:`.compile.condition`): a left side that decides the result (FALSE for AND, TRUE
+    for OR) decides it whatever the right side is, since its errors are skipped; else a
+    decided left side leaves the result to a decided right side. ``NOT`` swaps.
     A correlation filter (which never fails) certainly matches where each system part equals
     its column and each property's plain value decides ``=`` as above.
 """
@@ -202,12 +204,12 @@ _LONG_TEXT = "^-?(?:0|[1-9][0-9]{0,17})$"
 def _decided(node) -> _Known:
     if isinstance(node, (And, Or)):
         a, b = _decided(node.left), _decided(node.right)
-        a_known, b_known = _or(a.true, a.false), _or(b.true, b.false)
+        a_known = _or(a.true, a.false)
+        # Left to right, as the rules evaluate: a left side that decides skips the right
+        # side (its errors too); a decided left that does not decide leaves it to the right.
         if isinstance(node, And):
-            return _Known(_and(a.true, b.true),
-                          _or(_and(a.false, b_known), _and(b.false, a_known)))
-        return _Known(_or(_and(a.true, b_known), _and(b.true, a_known)),
-                      _and(a.false, b.false))
+            return _Known(_and(a.true, b.true), _or(a.false, _and(a_known, b.false)))
+        return _Known(_or(a.true, _and(a_known, b.true)), _and(a.false, b.false))
     if isinstance(node, Not):
         a = _decided(node.operand)
         return _Known(a.false, a.true)

@@ -69,6 +69,10 @@ FILTERS = {
     "not": SqlRuleFilter("NOT (g = 3)"),
     "not not": SqlRuleFilter("NOT (NOT (g = 3))"),
     "guarded": SqlRuleFilter("EXISTS(g) AND g = 3"),
+    # A left side that decides skips the right side's errors (g = 'x' fails on a number).
+    "or skips": SqlRuleFilter("s = 'blue' OR g = 'x'"),
+    "or fails first": SqlRuleFilter("g = 'x' OR s = 'blue'"),
+    "not and skips": SqlRuleFilter("NOT (g = 5 AND g = 'x')"),
     "param": SqlRuleFilter("g = @v", {"@v": 3}),
     "exists": SqlRuleFilter("EXISTS(g)"),
     "in": SqlRuleFilter("g IN (0, 3)"),
@@ -158,8 +162,8 @@ def test_topic_4_the_prefilter_drops_plain_messages_that_cannot_match(spark, ver
 
 
 # (text, filter) pairs taken as certain matches: plain texts whose values decide the filter
-# exactly (an integer with an integer, a string or a boolean under = or <>), both sides of
-# AND and OR decided; a correlation filter where every part is (system parts equal).
+# exactly (an integer with an integer, a string or a boolean under = or <>), AND and OR
+# decided left to right; a correlation filter where every part is (system parts equal).
 _G3 = ["three", "spaced", "other_case_3", "trailing_newline"]
 CERTAIN = {
     "g = 0": ["zero", "other_case"],
@@ -169,9 +173,12 @@ CERTAIN = {
     "flag": ["red"],
     "flag <> false": ["red"],
     "and": ["red"],
-    "or": ["spaced", "blue"],  # not zero: g = 0 holds, but s is absent (undecided)
+    "or": ["zero", "other_case", "spaced", "blue"],  # g = 0 decides whatever s is
     "not": ["zero", "other_case", "red", "blue"],
     "not not": _G3,
+    "or skips": ["spaced", "blue"],
+    "or fails first": [],  # g = 'x' fails on every number here: the right side never decides
+    "not and skips": _G3 + ["zero", "other_case", "red", "blue"],
     "param": _G3,
     "correlation": ["zero", "other_case"],
     "correlation label": ["red"],  # subject "order" and s "red"
