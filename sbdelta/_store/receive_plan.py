@@ -190,10 +190,11 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
                     f"_mine AND _rn <= {int(lock.new_limit)} AS _hand FROM n2)")
     else:
         takes = case_by_pid({p: choice.take_new.get(p, 0) for p in chosen})
-        # ``_n``: the rows read in the partition, where they were not counted before the plan.
-        counted = ", count(*) OVER (PARTITION BY pid) AS _n" if late else ""
+        # ``_top``: the last position read in the partition, where the rows were not counted
+        # before the plan (in the window that finds the last position taken).
+        top = ", max(pos) OVER (PARTITION BY pid) AS _top" if late else ""
         ctes.append("n1 AS (SELECT n0.*, row_number() OVER (PARTITION BY pid ORDER BY pos, seq) "
-                    f"AS _rn{counted} FROM n0)")
+                    "AS _rn FROM n0)")
         ctes.append(f"n2 AS (SELECT n1.*, _rn <= {takes} AS _hand FROM n1)")
         # The last position taken: of the last handed out, or of a row registered ahead.
         if choice.ahead:
@@ -203,11 +204,12 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
                                 for p in chosen})
             ahead = f"_rn <= {most} AND pos <= _hl - _hl % {IDX_MASK + 1} + {IDX_MASK}"
             ctes.append(f"n3 AS (SELECT n2a.*, max(CASE WHEN {ahead} THEN pos END) OVER "
-                        "(PARTITION BY pid) AS _last FROM n2a)")
+                        f"(PARTITION BY pid) AS _last{top} FROM n2a)")
         else:
             ctes.append("n3 AS (SELECT n2.*, max(CASE WHEN _hand THEN pos END) OVER "
-                        "(PARTITION BY pid) AS _last FROM n2)")
-        ctes.append(f"taken AS (SELECT {', '.join(columns)}, _hand{', _n, _rn' if late else ''} "
+                        f"(PARTITION BY pid) AS _last{top} FROM n2)")
+        carried = ", _last, _top, _rn" if late else ""
+        ctes.append(f"taken AS (SELECT {', '.join(columns)}, _hand{carried} "
                     "FROM n3 WHERE pos <= _last)")
     ctes.append(f"r0 AS (SELECT taken.*, {key_sql('seq')} AS k, {key_sql('pos')} AS _tk, "
                 "coalesce(scheduled_enqueue_time, enqueued_time) AS visible_at FROM taken)")
@@ -292,14 +294,13 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
         return None
     # Rows not counted before the plan: each row written, and the partition's first row read
     # (a row that writes nothing when its message is not registered), carries ``_fr``, the
-    # partition's frontier: past every row read when all were taken, else the last position
-    # taken (:func:`frontier_of`). So the frontier comes out of the one select that reads
-    # the rows (a second select over them would run the change-feed scan and the rules
-    # again).
+    # partition's frontier: past every row read when all were taken (the last position taken
+    # is the last read), else the last position taken (:func:`frontier_of`). So the frontier
+    # comes out of the one select that reads the rows (a second select over them would run
+    # the change-feed scan and the rules again), and out of the window that finds ``_last``.
     hi = case_by_pid({p: frontier_at(p, choice.hi) for p in late})
-    ctes.append(f"rc AS (SELECT r.*, CASE {which} END AS _cat, CASE WHEN count(*) OVER "
-                f"(PARTITION BY pid) = _n THEN {hi} ELSE max(pos) OVER (PARTITION BY pid) END "
-                "AS _fr FROM r)")
+    ctes.append(f"rc AS (SELECT r.*, CASE {which} END AS _cat, CASE WHEN _last >= _top "
+                f"THEN {hi} ELSE _last END AS _fr FROM r)")
     part = (f"SELECT {source_cases(cases, out='hand', only_cases=True)}, _fr FROM rc "
             "WHERE _cat IS NOT NULL OR _rn = 1")
     parts.append(part)
