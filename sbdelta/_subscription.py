@@ -165,7 +165,8 @@ class Admission:
         if certain is None:
             return rules if keep is None else F.when(keep, rules)
         sure, result = certain
-        return F.when(sure, result).when(F.lit(True) if keep is None else keep, rules)
+        taken = F.when(sure, result)
+        return taken.otherwise(rules) if keep is None else taken.when(keep, rules)
 
     def _certain(self):
         """Without actions: (where a rule whose window covers the message certainly matches

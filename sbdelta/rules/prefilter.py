@@ -326,6 +326,7 @@ def certain_match_column(rule_filter) -> Optional[object]:
 
     Raises:
         RuleSyntaxError: A SqlRuleFilter's text is not valid.
+        TypeError: ``rule_filter`` is none of those.
     """
     F = _f()
     if isinstance(rule_filter, TrueRuleFilter):
@@ -340,8 +341,11 @@ def certain_match_column(rule_filter) -> Optional[object]:
     elif isinstance(rule_filter, FilterExpr):
         certain = _decided(rule_filter.condition).true
         reads_text = True
-    else:
+    elif isinstance(rule_filter, FalseRuleFilter):
         return None
+    else:
+        raise TypeError(f"certain_match_column takes a rule filter, got "
+                        f"{type(rule_filter).__name__}")
     if certain is False:
         return None
     if not reads_text:

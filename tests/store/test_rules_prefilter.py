@@ -220,3 +220,5 @@ def test_topic_4_filters_it_cannot_read_keep_every_message():
     for name in ("exists", "in", "g < 0.5", "s > a", "correlation float",
                  "correlation spaced name", "false"):
         assert certain_match_column(FILTERS[name]) is None, name
+    with pytest.raises(TypeError, match="certain_match_column takes a rule filter, got str"):
+        certain_match_column("g = 0")
