@@ -19,6 +19,7 @@ TEXTS = {
     "spaced": '{ "g" : 3 , "s" : "blue" }',
     "float_zero": '{"g":0.0}',
     "minus_zero": '{"g":-0.0}',
+    "int_minus_zero": '{"g":-0}',           # a long 0, as "0" is
     "exp_zero": '{"g":0e5}',
     "underflow": '{"g":1e-400}',            # a double 0.0: matches g = 0
     "string_zero": '{"g":"0"}',             # a string compared with a number: an error
@@ -87,7 +88,8 @@ FILTERS = {
 # (text, filter) pairs the pre-filter drops: plain texts where the property is absent or
 # holds a value of the constant's kind that certainly does not match.
 _NO_G = ["no_text", "empty", "other_key", "string_flag", "null"]
-_ZERO = ["zero", "float_zero", "minus_zero", "exp_zero", "underflow", "other_case"]
+_ZERO = ["zero", "float_zero", "minus_zero", "int_minus_zero", "exp_zero", "underflow",
+         "other_case"]
 _NO_S_NOR_FLAG = _ZERO + [
     "three", "string_zero", "string_three", "other_case_3", "bool", "null", "timestamp",
     "no_text", "empty", "other_key", "big", "trailing_newline"]
@@ -166,21 +168,21 @@ def test_topic_4_the_prefilter_drops_plain_messages_that_cannot_match(spark, ver
 # decided left to right; a correlation filter where every part is (system parts equal).
 _G3 = ["three", "spaced", "other_case_3", "trailing_newline"]
 CERTAIN = {
-    "g = 0": ["zero", "other_case"],
+    "g = 0": ["zero", "int_minus_zero", "other_case"],
     "g > 2": _G3,
     "g <> 0": _G3 + ["red", "blue"],
     "s = red": ["red"],
     "flag": ["red"],
     "flag <> false": ["red"],
     "and": ["red"],
-    "or": ["zero", "other_case", "spaced", "blue"],  # g = 0 decides whatever s is
-    "not": ["zero", "other_case", "red", "blue"],
+    "or": ["zero", "int_minus_zero", "other_case", "spaced", "blue"],  # g = 0 decides whatever s is
+    "not": ["zero", "int_minus_zero", "other_case", "red", "blue"],
     "not not": _G3,
     "or skips": ["spaced", "blue"],
     "or fails first": [],  # g = 'x' fails on every number here: the right side never decides
-    "not and skips": _G3 + ["zero", "other_case", "red", "blue"],
+    "not and skips": _G3 + ["zero", "int_minus_zero", "other_case", "red", "blue"],
     "param": _G3,
-    "correlation": ["zero", "other_case"],
+    "correlation": ["zero", "int_minus_zero", "other_case"],
     "correlation label": ["red"],  # subject "order" and s "red"
     "true": list(TEXTS),
 }

@@ -202,3 +202,31 @@ def test_checkpoints_are_written_aside_and_renamed_so_other_processes_never_read
     assert not [p.name for p in checkpoint.parent.iterdir() if p.name.endswith(".tmp")]
     from deltalake import DeltaTable
     assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(9))
+
+
+def test_a_local_session_keeps_more_compiled_query_code_than_one_receive_runs(spark):
+    """``spark.sql.codegen.cache.maxEntries`` (conf/spark-local.conf): a query's compiled code
+    is still there after more than Spark's default 100 other classes were compiled (one
+    receive runs 60-100), so running it again compiles nothing."""
+    import os
+
+    if "codegen.cache" in os.environ.get("SBDELTA_TEST_SPARK_CONF", ""):
+        pytest.skip("the run chose its own codegen cache size")
+    assert _spark.local_spark_conf()["spark.sql.codegen.cache.maxEntries"] == "1000"
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    compiled = metrics.METRIC_COMPILATION_TIME()
+
+    def compile_plan(i):
+        # A whole-stage class of its own per i (an integer literal is inlined), compiled on
+        # the driver when the plan makes its RDD (no job runs).
+        spark.range(3).selectExpr(f"id * {i} + 7 AS x")._jdf.queryExecution() \
+            .executedPlan().execute()
+
+    compile_plan(10_000)
+    before = compiled.getCount()
+    for i in range(120):
+        compile_plan(i)
+    assert compiled.getCount() >= before + 120  # each filler was compiled
+    before = compiled.getCount()
+    compile_plan(10_000)
+    assert compiled.getCount() == before
