@@ -230,3 +230,21 @@ def test_a_local_session_keeps_more_compiled_query_code_than_one_receive_runs(sp
     before = compiled.getCount()
     compile_plan(10_000)
     assert compiled.getCount() == before
+
+
+def test_delta_checksums_are_written_through_the_filesystem_rename(spark, tmp_path):
+    """conf/spark-local.conf has Delta write each commit's checksum file through the
+    FileSystem-based checkpoint-file manager (a rename in the JVM, where the FileContext one
+    ran a ``readlink`` subprocess per file): the checksum of every commit is still written."""
+    import os
+
+    if "checkpointFileManagerClass" in os.environ.get("SBDELTA_TEST_SPARK_CONF", ""):
+        pytest.skip("the run chose its own checkpoint-file manager")
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass").endswith(
+        "FileSystemBasedCheckpointFileManager")
+    path = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(path)
+    spark.range(2).write.format("delta").mode("append").save(path)
+    log = tmp_path / "t" / "_delta_log"
+    assert {p.name for p in log.glob("0*.crc")} == {
+        "00000000000000000000.crc", "00000000000000000001.crc"}
