@@ -175,7 +175,8 @@ CERTAIN = {
     "flag": ["red"],
     "flag <> false": ["red"],
     "and": ["red"],
-    "or": ["zero", "int_minus_zero", "other_case", "spaced", "blue"],  # g = 0 decides whatever s is
+    # g = 0 decides whatever s is
+    "or": ["zero", "int_minus_zero", "other_case", "spaced", "blue"],
     "not": ["zero", "int_minus_zero", "other_case", "red", "blue"],
     "not not": _G3,
     "or skips": ["spaced", "blue"],

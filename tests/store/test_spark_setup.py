@@ -207,7 +207,7 @@ def test_checkpoints_are_written_aside_and_renamed_so_other_processes_never_read
 def test_a_local_session_keeps_more_compiled_query_code_than_one_receive_runs(spark):
     """``spark.sql.codegen.cache.maxEntries`` (conf/spark-local.conf): a query's compiled code
     is still there after more than Spark's default 100 other classes were compiled (one
-    receive runs 60-100), so running it again compiles nothing."""
+    receive runs 50-100), so running it again compiles nothing."""
     import os
 
     if "codegen.cache" in os.environ.get("SBDELTA_TEST_SPARK_CONF", ""):
