@@ -1,7 +1,8 @@
 """The Databricks bundle (databricks.yml, issue 17) runs what the wheel installs: every job is a
 Python wheel task whose entry point is one of sbdelta's console scripts, resolving to the job's
 function; the wheel is built by the bundle; every batch job is scheduled; clusters run in an
-access mode that lets sbdelta call the JVM; every variable has a default, and each cloud target
+access mode that lets sbdelta call the JVM and keep as much compiled query code as sbdelta's
+own sessions; every variable has a default, and each cloud target
 its node type. (``databricks bundle validate`` needs a workspace; this checks what it cannot.)"""
 
 import importlib
@@ -46,6 +47,9 @@ def test_every_batch_job_is_a_scheduled_wheel_task_of_a_console_script():
         assert cluster["data_security_mode"] == "SINGLE_USER"
         assert cluster["spark_version"] == "${var.spark_version}"
         assert cluster["node_type_id"] == "${var.node_type_id}"
+        # The compiled-code cache of sbdelta's own sessions (conf/spark-*.conf), a static
+        # setting a job's session cannot change once the cluster runs.
+        assert cluster["spark_conf"]["spark.sql.codegen.cache.maxEntries"] == "1000"
         entry_points.add(wheel["entry_point"])
     assert entry_points == {f"sbdelta-{j.replace('_', '-')}" for j in JOBS}
     assert all(f"sbdelta.jobs.{j}:entry" in scripts.values() for j in JOBS)
