@@ -180,10 +180,14 @@ def main(argv, spark=None):
             return
         if mode == "chaos":
             batch = int(argv[4])
+            empty = False
             while True:
                 for q, (receiver, _) in receivers.items():
                     got = receiver.receive_messages(batch)
                     if not got:
+                        if not empty:  # nothing to receive (settled, or locked by the killed)
+                            _log(log, event="empty", queue=q)
+                            empty = True
                         time.sleep(0.2)
                         continue
                     third = max(1, len(got) // 3)
