@@ -212,7 +212,10 @@ def test_a_local_session_keeps_more_compiled_query_code_than_one_receive_runs(sp
 
     if "codegen.cache" in os.environ.get("SBDELTA_TEST_SPARK_CONF", ""):
         pytest.skip("the run chose its own codegen cache size")
-    assert _spark.local_spark_conf()["spark.sql.codegen.cache.maxEntries"] == "1000"
+    # Both profiles keep as many (a static setting: what the session starts with stays).
+    for profile in ("local", "cluster"):
+        conf = _spark.local_spark_conf(profile=profile)
+        assert conf["spark.sql.codegen.cache.maxEntries"] == "1000", profile
     metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     compiled = metrics.METRIC_COMPILATION_TIME()
 

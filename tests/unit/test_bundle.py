@@ -21,6 +21,13 @@ def _bundle():
     return yaml.safe_load((ROOT / "databricks.yml").read_text())
 
 
+def _local_conf():
+    """conf/spark-local.conf (sbdelta's own local sessions), as sbdelta reads it."""
+    from sbdelta._spark import local_spark_conf
+
+    return local_spark_conf()
+
+
 def _scripts():
     """The console scripts of the installed sbdelta distribution (what its wheel declares)."""
     from importlib.metadata import distribution
@@ -49,7 +56,8 @@ def test_every_batch_job_is_a_scheduled_wheel_task_of_a_console_script():
         assert cluster["node_type_id"] == "${var.node_type_id}"
         # The compiled-code cache of sbdelta's own sessions (conf/spark-*.conf), a static
         # setting a job's session cannot change once the cluster runs.
-        assert cluster["spark_conf"]["spark.sql.codegen.cache.maxEntries"] == "1000"
+        assert cluster["spark_conf"]["spark.sql.codegen.cache.maxEntries"] == \
+            _local_conf()["spark.sql.codegen.cache.maxEntries"]
         entry_points.add(wheel["entry_point"])
     assert entry_points == {f"sbdelta-{j.replace('_', '-')}" for j in JOBS}
     assert all(f"sbdelta.jobs.{j}:entry" in scripts.values() for j in JOBS)
