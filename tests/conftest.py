@@ -83,6 +83,38 @@ def receive_all(receiver, expected, *, batch=10, tries=40):
     return got
 
 
+def spark_jobs(spark, action):
+    """``action()`` and the call site of each Spark job it ran (nothing else runs meanwhile)."""
+    tracker = spark.sparkContext.statusTracker()
+    bus = spark.sparkContext._jsc.sc().listenerBus()
+    spark.sparkContext.setJobGroup("sbdelta-count", "count jobs")
+    try:
+        before = set(tracker.getJobIdsForGroup("sbdelta-count"))
+        result = action()
+        # The status tracker is fed by the listener bus, which runs behind the scheduler: a
+        # job's start and its stages may not be recorded yet. Drain it first.
+        bus.waitUntilEmpty(60_000)
+        jobs = sorted(set(tracker.getJobIdsForGroup("sbdelta-count")) - before)
+    finally:
+        spark.sparkContext.setJobGroup(None, None)
+    return result, [call_site(tracker, job) for job in jobs]
+
+
+def call_site(tracker, job: int) -> str:
+    """The name of a job's first stage still recorded. A stage the job skipped (a shuffle an
+    earlier job computed) is recorded without an end, and once a long run has recorded
+    Spark's 1,000 stages it is the first one dropped; the job's last stage always ran. A
+    job over no partitions (an empty table's scan) has no stage: ``""``."""
+    stages = sorted(tracker.getJobInfo(job).stageIds)
+    if not stages:
+        return ""
+    for stage in stages:
+        info = tracker.getStageInfo(stage)
+        if info is not None:
+            return info.name
+    raise AssertionError(f"no stage of Spark job {job} is recorded")
+
+
 def run_python(*args, env=None, **kwargs):
     """Start ``python -m ...`` from the repository root (used by multi-process tests)."""
     import subprocess

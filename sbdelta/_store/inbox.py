@@ -13,14 +13,14 @@ import time
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import deltalog, rs_feed
 from .delta import (TIME_TRAVEL_CHECK, commit_of, latest_snapshot, materialize,
                     remove_files_quietly, session_settings)
 from .layout import (COPY_SHIFT, FRONTIER, MSG, OPERATION_BOUND, SEEN, SEEN_COPY, case_by_pid,
-                     frontier_at, kept_frontier_sql, pid_list, seq_sql, sequence_number,
-                     start_version)
+                     IDX_MASK, frontier_at, kept_frontier_sql, pid_list, seq_sql,
+                     sequence_number, start_version, version_of)
 
 
 def append(store, df) -> Optional[Tuple[int, int]]:
@@ -93,6 +93,25 @@ def inbox_rows(store, frontiers: Dict[int, int], lo: int, hi: int,
     return store.admit.admit_rows(read) + (seen_rows(read) if history else [])
 
 
+#: An inbox's version 0 is its creation, which holds no rows (sbdelta makes every inbox empty):
+#: a scan starts after it. Spark's change feed from version 0 would rebuild that version's
+#: snapshot (it has no checksum file): two Spark jobs in a receive from any partition never
+#: received from before.
+FIRST_ROWS_VERSION = 1
+
+
+class InboxScan(NamedTuple):
+    """What :func:`scan_inbox` found: the rows, the last version read, the row count and own
+    count per partition, and, when the counts came per (partition, version) from the log or
+    delta-rs, those (:func:`cut_positions` places a partial take with them)."""
+
+    rows: object
+    hi: int
+    counts: Dict[int, Optional[int]]
+    own: Dict[int, Optional[int]]
+    by_version: Optional[Dict[Tuple[int, int], int]] = None
+
+
 def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                as_rows: bool = False, mine: Optional[Sequence[str]] = None,
                history: bool = False, receive: bool = False):
@@ -111,17 +130,17 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
     these sessions; every row read is returned and counted per partition (a session receive,
     and one with ``history``, registers them all).
     """
-    lagging = {p: start_version(f) for p, f in frontiers.items()
-               if start_version(f) <= latest}
+    starts = {p: max(FIRST_ROWS_VERSION, start_version(f)) for p, f in frontiers.items()}
+    lagging = {p: start for p, start in starts.items() if start <= latest}
     if not lagging:
-        return None, latest, {}, {}
+        return InboxScan(None, latest, {}, {})
     lo = min(lagging.values())
     window = 16
     while True:
         hi = min(latest, lo + window - 1)
         pids = [p for p, start in lagging.items() if start <= hi]
         own = None  # own rows per partition (None: every row counts)
-        counts = None
+        counts = by_version = None
         # A queue's rows: counted by delta-rs on a local table, per version (two columns
         # read, no bodies), so that only the versions the batch needs are read whole. A list
         # receive (``receive``: not a peek or a session search, which filter the rows
@@ -169,7 +188,7 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
                 # widen and no partition to choose, so its rows are not counted (nor
                 # checkpointed for counting); the receive's plan reads them once and places
                 # the frontier from what it takes (:data:`UNCOUNTED`).
-                return df, hi, {pids[0]: UNCOUNTED}, {pids[0]: UNCOUNTED}
+                return InboxScan(df, hi, {pids[0]: UNCOUNTED}, {pids[0]: UNCOUNTED})
             if counts is None and getattr(store.admit, "evaluates_messages", False):
                 # A subscription's rules that read messages run once here, not again in each
                 # job of the receive (true/false filters only compare a timestamp: no job).
@@ -179,8 +198,34 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         if own is None:
             own = counts
         if sum(own.values()) >= need or hi >= latest or window >= 4096:
-            return df, hi, counts, own
+            exact = by_version if counts is not None and own is counts else None
+            return InboxScan(df, hi, counts, own, exact)
         window *= 8
+
+
+def cut_positions(by_version: Dict[Tuple[int, int], int], frontiers: Dict[int, int],
+                  takes: Dict[int, int], counts: Dict[int, Optional[int]]) -> Dict[int, int]:
+    """Per partition that takes part of the new rows counted (``takes`` below ``counts``), the
+    position of the last one it takes, from the rows per (partition, version) past each
+    frontier (``by_version``): the versions' rows are numbered 0, 1, ... per partition and
+    commit (``idx``, as every sender writes them; a version the frontier cuts goes on after
+    the frontier's), so the cut is known without reading a row. Where ``idx`` had gaps the
+    cut would take fewer rows than asked, never a row twice: the frontier moves to the cut."""
+    cuts = {}
+    for p, take in takes.items():
+        count = counts.get(p)
+        if not take or count is None or take >= count:
+            continue
+        frontier, left = frontiers.get(p, -1), take
+        for version in sorted(v for q, v in by_version if q == p):
+            rows = by_version[(p, version)]
+            if left <= rows:
+                first = ((frontier & IDX_MASK) + 1
+                         if frontier >= 0 and version_of(frontier) == version else 0)
+                cuts[p] = sequence_number(p, version, first + left - 1)
+                break
+            left -= rows
+    return cuts
 
 
 #: A partition's count of new rows that :func:`scan_inbox` did not count: the receive takes

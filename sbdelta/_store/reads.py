@@ -159,8 +159,8 @@ def _peek_inbox(store, n: int, starts: Dict[int, int], inbox_starts: Dict[int, i
     as it can."""
     pids = sorted(starts)
     if fast:  # delta-rs reads the rows (counting them is free), DataFusion runs the SQL
-        new, _, _, _ = scan_inbox(store, inbox_starts,
-                                  2**31 - 1 if copies else n * len(pids), latest, as_rows=True)
+        new = scan_inbox(store, inbox_starts, 2**31 - 1 if copies else n * len(pids), latest,
+                         as_rows=True).rows
         # Bound for the dead-letter queue (a subscription's filter errors): not peeked.
         new = [row for row in new or () if row["seq"] >= starts[row["pid"]]
                and row.get("dead_letter_reason") is None]

@@ -22,7 +22,7 @@ from ..exceptions import MessageNotFoundError
 from . import rs, sessions
 from .apply import SOURCE_COLUMNS, apply_clauses, apply_rows, source_relation
 from .delta import LITERAL_ROWS, materialize, merge, retry
-from .inbox import UNCOUNTED, LaterRows, scan_inbox
+from .inbox import UNCOUNTED, LaterRows, cut_positions, scan_inbox
 from .layout import (CANCELLED, COLUMN_NAMES, DEADLETTERING, DEFERRED, FRONTIER, MSG, frontier_at,
                      frontier_change, start_version)
 from .locks import Policy, conditions, expired_sql, free_sql, grant, lock_token_prefix
@@ -112,12 +112,12 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
     # the topic took (its rules' or not), so a duplicate is dropped by all alike. The receive
     # reads the messages its rules refuse as SEEN rows and registers every row it reads.
     history = store.admit is not None and policy.duplicate_detection is not None
-    new_rows, hi, new_counts, own = None, -1, {}, {}
+    new_rows, hi, new_counts, own, by_version = None, -1, {}, {}, None
     if not store.dead_letter and n > sum(claimable.values()):
         latest = (rs.version(store.inbox_path) if fast
                   else store.latest_version(store.inbox_path))
         have = sum(claimable.values())
-        new_rows, hi, new_counts, own = scan_inbox(
+        new_rows, hi, new_counts, own, by_version = scan_inbox(
             store, frontiers, max(0, n - have), latest, as_rows=fast,
             mine=None if session is None else session.session_ids, history=history,
             receive=True)
@@ -184,8 +184,14 @@ def _acquire_once(store, n: int, policy: Policy, clock: Callable[[], datetime], 
     # receive, nor one registering every row read).
     ahead = (REGISTER_AHEAD if as_rows and n <= LITERAL_ROWS and session is None
              and not history else 0)
+    # Where a Spark plan takes part of a partition's new rows, the last one it takes, from
+    # the counts per version (the plan then numbers no rows: no shuffle).
+    cuts = (cut_positions(by_version, frontiers, take_new, new_counts)
+            if by_version is not None and not fast and not ahead and session is None
+            and not history else {})
     choice = Choice(chosen, take_old, take_new, revs, hi, new_counts,
-                    any(actions[p] for p in chosen), tombstones.intersection(chosen), ahead)
+                    any(actions[p] for p in chosen), tombstones.intersection(chosen), ahead,
+                    cuts)
     if fast:
         out, marked = _commit_with_delta_rs(store, choice, new_rows, policy, now, delete, lock,
                                             guard)

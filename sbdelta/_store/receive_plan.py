@@ -18,7 +18,7 @@ used: ``row_number``/``min``/``max`` windows, ``CASE``, ``coalesce``, ``concat``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -74,7 +74,8 @@ class Choice:
     cancellation tombstones. ``ahead``: a partition handing out new rows registers, free, up to
     this many of them (handed out included) from the inbox version of the last one handed out,
     which every receive has read whole: the next receives lock them without reading the inbox
-    again."""
+    again. ``cuts``: per partition taking part of its new rows, the position of the last one
+    it takes, when the counts per version placed it (:func:`.inbox.cut_positions`)."""
 
     chosen: Sequence[int]
     take_old: Dict[int, int]
@@ -85,6 +86,7 @@ class Choice:
     act: bool
     tombstones: Set[int]
     ahead: int = 0
+    cuts: Dict[int, int] = field(default_factory=dict)
 
 
 def _typed(expr: str, kind: str) -> str:
@@ -188,6 +190,14 @@ def _register(ctes, parts, choice: Choice, policy: Policy, now: datetime, delete
                     "pos, seq) AS _rn FROM n1)")
         ctes.append(f"taken AS (SELECT {', '.join(columns)}, "
                     f"_mine AND _rn <= {int(lock.new_limit)} AS _hand FROM n2)")
+    elif not late and _placed(choice):
+        # Every partition taking new rows takes all it read (counted before the plan) or up
+        # to a known position: no window numbers the rows, so they need no shuffle.
+        taking = [p for p in chosen if choice.take_new.get(p)]
+        upto = (f" AND pos <= {case_by_pid(choice.cuts, default=str(2 ** 63 - 1))}"
+                if choice.cuts else "")
+        ctes.append(f"taken AS (SELECT {', '.join(columns)}, TRUE AS _hand FROM n0 "
+                    f"WHERE pid IN ({pid_list(taking)}){upto})")
     else:
         takes = case_by_pid({p: choice.take_new.get(p, 0) for p in chosen})
         # ``_top``: the last position read in the partition, where the rows were not counted
@@ -344,6 +354,13 @@ def frontier_of(choice: Choice, rows_fr: Optional[int], p: int) -> Dict[str, obj
                         choice.revs.get(p))
 
 
+def _placed(choice: Choice) -> bool:
+    """Whether every chosen partition that takes new rows takes all it read (as counted
+    before the plan) or up to its cut (:attr:`Choice.cuts`): its frontier is known."""
+    return all(choice.take_new[p] == choice.new_counts.get(p, 0) or p in choice.cuts
+               for p in choice.chosen if choice.take_new.get(p))
+
+
 def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     """Frontier rows: literal where a partition took all it read, else the last position
     taken. ``_rev`` comes from the same read as the frontiers the plan started from, so a
@@ -355,6 +372,8 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
             continue
         if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.every_row:
             fixed[p] = frontier_at(p, choice.hi)
+        elif p in choice.cuts:
+            fixed[p] = choice.cuts[p]
         else:
             partial.append(p)
     rows = [f"SELECT CAST({int(p)} AS INT) AS pid, CAST({int(v)} AS BIGINT) AS seq, "

@@ -243,7 +243,7 @@ def available(store, policy: Policy, now: datetime) -> List[Tuple[str, int]]:
                    f"AND (scheduled_enqueue_time IS NULL OR scheduled_enqueue_time <= {now_sql}) "
                    f"AND (expires_at IS NULL OR expires_at > {now_sql})")
     while True:
-        new, hi, counts, _ = scan_inbox(store, frontiers, 1, latest, as_rows=fast)
+        new, hi, counts, _, _ = scan_inbox(store, frontiers, 1, latest, as_rows=fast)
         if new is None:
             return []
         if counts:

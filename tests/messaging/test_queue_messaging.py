@@ -21,7 +21,7 @@ from sbdelta.exceptions import (MessageLockLostError, MessageNotFoundError,
                                 MessagingEntityNotFoundError, ServiceBusInvalidOperationError)
 from sbdelta.management import EntityStatus
 
-from ..conftest import START, receive_all  # the clock, admin, client and queue fixtures are in conftest.py
+from ..conftest import START, receive_all, spark_jobs  # the clock, admin, client and queue fixtures are in conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -582,6 +582,43 @@ def test_send_dataframe_receive_dataframe_and_settle_in_one_commit(spark, client
         {str(i) for i in range(200)} - {r.body.decode() for r in rows}
     receiver.complete_messages([m.lock_token for m in rest])
     assert admin.get_queue_runtime_properties(name).total_message_count == 0
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["one-partition", "partitioned"])
+def test_recv_2_receive_dataframe_plans_without_a_shuffle_whole_sends_or_part_of_one(
+        spark, client, queue, partitioned):
+    """A DataFrame receive plans in ONE Spark job, no window numbering the rows (so no
+    shuffle of them): a batch that takes every new row it counted selects them as they are,
+    and one that takes part of a send commit cuts it at the position the counts per commit
+    give (rows are numbered 0, 1, ... per partition and commit), also where an earlier
+    receive cut the same commit. Each receive hands out the number asked, the next receive
+    gets the next messages (RECV-2), each message once; on one partition in sequence order."""
+    from chispa import assert_df_equality
+
+    name = queue(enable_partitioning=partitioned)
+    sender = client.get_queue_sender(name)
+    rows = spark.range(30).selectExpr("concat('m', id) AS message_id", "CAST(id AS STRING) AS body")
+    for lo in (0, 10, 20):
+        sender.send_dataframe(rows.where(f"id >= {lo} AND id < {lo + 10}"))
+    receiver = client.get_queue_receiver(name, max_wait_time=0)
+    first = receiver.receive_dataframe(10)  # (a process's first receive checks the tables)
+    batches = [first]
+    for n in (10, 4, 3, 100):
+        got, jobs = spark_jobs(spark, lambda: receiver.receive_dataframe(n))
+        assert [site for site in jobs if site.startswith("localCheckpoint")] == \
+            ["localCheckpoint at NativeMethodAccessorImpl.java:0"], (n, jobs)
+        batches.append(got)
+    assert [b.count() for b in batches] == [10, 10, 4, 3, 3]
+    everything = batches[0].union(batches[1]).union(batches[2]).union(batches[3]) \
+        .union(batches[4])
+    assert_df_equality(everything.select("message_id"),
+                       rows.select("message_id"), ignore_row_order=True, ignore_nullable=True)
+    if not partitioned:
+        seqs = [sorted(r.sequence_number for r in b.collect()) for b in batches]
+        assert all(a[-1] < b[0] for a, b in zip(seqs, seqs[1:]))
+        assert [sorted(int(r.body) for r in b.collect()) for b in batches[2:4]] == [
+            [20, 21, 22, 23], [24, 25, 26]]
+    assert receiver.complete_messages(everything) == 30
 
 
 def test_send_dataframe_bad_rows_send_nothing(spark, client, queue, admin):

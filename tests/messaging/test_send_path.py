@@ -13,7 +13,7 @@ from sbdelta.exceptions import (MessageSizeExceededError, MessagingEntityNotFoun
                                 ServiceBusInvalidOperationError)
 from sbdelta.management import ServiceBusAdministrationClient
 
-from ..conftest import receive_all
+from ..conftest import receive_all, spark_jobs
 
 
 @pytest.fixture(scope="module")
@@ -168,34 +168,6 @@ def test_send_1_a_send_racing_its_queue_deletion_raises_not_found_and_recreates_
 
 
 # -- Spark jobs -------------------------------------------------------------------------------
-def spark_jobs(spark, action):
-    """``action()`` and the call site of each Spark job it ran (nothing else runs meanwhile)."""
-    tracker = spark.sparkContext.statusTracker()
-    bus = spark.sparkContext._jsc.sc().listenerBus()
-    spark.sparkContext.setJobGroup("sbdelta-count", "count jobs")
-    try:
-        before = set(tracker.getJobIdsForGroup("sbdelta-count"))
-        result = action()
-        # The status tracker is fed by the listener bus, which runs behind the scheduler: a
-        # job's start and its stages may not be recorded yet. Drain it first.
-        bus.waitUntilEmpty(60_000)
-        jobs = sorted(set(tracker.getJobIdsForGroup("sbdelta-count")) - before)
-    finally:
-        spark.sparkContext.setJobGroup(None, None)
-    return result, [_call_site(tracker, job) for job in jobs]
-
-
-def _call_site(tracker, job: int) -> str:
-    """The name of a job's first stage still recorded. A stage the job skipped (a shuffle an
-    earlier job computed) is recorded without an end, and once a long run has recorded
-    Spark's 1,000 stages it is the first one dropped; the job's last stage always ran."""
-    for stage in sorted(tracker.getJobInfo(job).stageIds):
-        info = tracker.getStageInfo(stage)
-        if info is not None:
-            return info.name
-    raise AssertionError(f"no stage of Spark job {job} is recorded")
-
-
 def delta_commit_work(call_site: str) -> bool:
     """Jobs Delta runs inside a commit (snapshot state for row tracking), for any writer."""
     return "recordDeltaOperation" in call_site

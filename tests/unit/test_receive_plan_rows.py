@@ -4,6 +4,7 @@ decide. Pure Python: the plan itself runs in both engines in tests/store/test_en
 
 from datetime import datetime, timezone
 
+from sbdelta._store.inbox import cut_positions
 from sbdelta._store.layout import COPY_SHIFT, sequence_number
 from sbdelta._store.receive_plan import Choice, taken_rows, values_cte
 
@@ -56,3 +57,20 @@ def test_topic_5_reject_columns_travel_as_literals_only_when_the_rows_carry_them
     assert "'Session id is null.'" in refused and "'no session'" in refused
     # the columns that only pass through stay NULL (filled in by sequence number after)
     assert "'m'" in refused and "body" in refused and "CAST(NULL AS BINARY)" in refused
+
+
+def test_recv_2_a_partial_take_is_cut_at_the_position_the_counts_per_commit_give():
+    """A Spark receive taking part of the new rows counted per (partition, version) cuts at
+    the last position it takes (rows are numbered 0, 1, ... per partition and commit; a
+    version the frontier cuts goes on after the frontier's row); a partition taking all it
+    counted, or nothing, has no cut."""
+    frontier = sequence_number(0, 3, 4)  # rows 5..9 of version 3 are past it
+    by_version = {(0, 3): 5, (0, 4): 10, (1, 4): 2}
+    counts = {0: 15, 1: 2}
+    cut = cut_positions(by_version, {0: frontier, 1: -1}, {0: 3, 1: 2}, counts)
+    assert cut == {0: sequence_number(0, 3, 7)}
+    assert cut_positions(by_version, {0: frontier}, {0: 7}, counts) == {
+        0: sequence_number(0, 4, 1)}
+    assert cut_positions(by_version, {0: frontier}, {0: 15}, counts) == {}
+    assert cut_positions(by_version, {0: -1, 1: -1}, {0: 0, 1: 1}, counts) == {
+        1: sequence_number(1, 4, 0)}
