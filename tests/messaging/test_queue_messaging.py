@@ -605,8 +605,8 @@ def test_recv_2_receive_dataframe_plans_without_a_shuffle_whole_sends_or_part_of
     batches = [first]
     for n in (10, 4, 3, 100):
         got, jobs = spark_jobs(spark, lambda: receiver.receive_dataframe(n))
-        assert [site for site in jobs if site.startswith("localCheckpoint")] == \
-            ["localCheckpoint at NativeMethodAccessorImpl.java:0"], (n, jobs)
+        assert len([site for site in jobs if site.startswith("localCheckpoint ")]) == 1, \
+            (n, jobs)
         batches.append(got)
     assert [b.count() for b in batches] == [10, 10, 4, 3, 3]
     everything = batches[0].union(batches[1]).union(batches[2]).union(batches[3]) \

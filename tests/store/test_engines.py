@@ -140,7 +140,7 @@ def test_recv_1_a_dataframe_receive_reads_only_the_inbox_versions_its_batch_need
             max(0, n - 5) for n in Counter(key_partition(f"k{i % 4}", store.partitions)
                                            for i in range(40)).values())
         start = {p: -1 for p in range(store.partitions)}
-        rows, hi, counts, _ = scan_inbox(store, start, 4, latest)
+        rows, hi, counts, _, _ = scan_inbox(store, start, 4, latest)
         assert hi == first and sum(counts.values()) == 4 == rows.count()
         assert enough_versions({(0, 5): 2, (1, 5): 2, (0, 7): 4}, 5, 7, 4) == 5
         assert enough_versions({(0, 5): 2, (0, 7): 4}, 5, 7, 3) == 7
