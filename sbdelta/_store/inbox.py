@@ -198,6 +198,8 @@ def scan_inbox(store, frontiers: Dict[int, int], need: int, latest: int, *,
         if own is None:
             own = counts
         if sum(own.values()) >= need or hi >= latest or window >= 4096:
+            # Counts per version place a partial take only where every row read counts
+            # (not a session's or a duplicate-history receive's own rows).
             exact = by_version if counts is not None and own is counts else None
             return InboxScan(df, hi, counts, own, exact)
         window *= 8

@@ -357,8 +357,13 @@ def frontier_of(choice: Choice, rows_fr: Optional[int], p: int) -> Dict[str, obj
 def _placed(choice: Choice) -> bool:
     """Whether every chosen partition that takes new rows takes all it read (as counted
     before the plan) or up to its cut (:attr:`Choice.cuts`): its frontier is known."""
-    return all(choice.take_new[p] == choice.new_counts.get(p, 0) or p in choice.cuts
+    return all(_takes_all(choice, p) or p in choice.cuts
                for p in choice.chosen if choice.take_new.get(p))
+
+
+def _takes_all(choice: Choice, p: int) -> bool:
+    """Whether partition ``p`` takes every new row it read (as counted before the plan)."""
+    return choice.take_new[p] == choice.new_counts.get(p, 0)
 
 
 def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
@@ -370,7 +375,7 @@ def _frontiers(ctes, parts, choice: Choice, lock: Grant) -> None:
     for p in choice.chosen:
         if not choice.take_new.get(p) or p in late:
             continue
-        if choice.take_new[p] == choice.new_counts.get(p, 0) or lock.every_row:
+        if _takes_all(choice, p) or lock.every_row:
             fixed[p] = frontier_at(p, choice.hi)
         elif p in choice.cuts:
             fixed[p] = choice.cuts[p]
